@@ -1,0 +1,38 @@
+"""``tether init`` and ``tether config check``."""
+
+from __future__ import annotations
+
+import click
+
+from tether.cli.context import Context, pass_ctx
+from tether.config import CONFIG_FILE
+from tether.home import init_home
+
+
+@click.command("init")
+@pass_ctx
+def init_cmd(ctx: Context) -> None:
+    """Create the home with tether.toml and the starter prompts (never overwrites)."""
+    home = ctx.home
+    report = init_home(home)
+    for rel in report.created:
+        click.echo(f"created {home / rel}")
+    for rel in report.kept:
+        click.echo(f"kept    {home / rel} (exists; not overwritten)")
+    click.echo(f"home ready: {home}")
+
+
+@click.group("config")
+def config_group() -> None:
+    """Inspect the configuration."""
+
+
+@config_group.command("check")
+@pass_ctx
+def config_check(ctx: Context) -> None:
+    """Validate tether.toml: unknown keys, wrong types and bad values exit 2."""
+    ctx.config()
+    click.echo(f"ok: {ctx.home / CONFIG_FILE}")
+
+
+COMMANDS = [init_cmd, config_group]

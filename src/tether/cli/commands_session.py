@@ -1,0 +1,89 @@
+"""``tether session list`` and ``tether session show``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import msgspec
+
+from tether.cli.context import Context, pass_ctx
+from tether.errors import TetherError
+from tether.sessions import Session, list_sessions
+
+
+def session_json(session: Session) -> dict[str, Any]:
+    """The public shape of ``session show --json`` (a contract: add keys, never rename)."""
+    return {
+        "id": session.id,
+        "epoch": session.epoch,
+        "epochs": list(session.epochs),
+        "turns": session.turns(),
+        "untrusted": session.untrusted(),
+        "carry": session.carry,
+        "slot": session.slot,
+    }
+
+
+def _echo_json(value: object) -> None:
+    click.echo(msgspec.json.encode(value).decode())
+
+
+@click.group("session")
+def session_group() -> None:
+    """Inspect sessions."""
+
+
+@session_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@pass_ctx
+def session_list(ctx: Context, as_json: bool) -> None:
+    """List the sessions of the home, with epoch, turns and taint.
+
+    A session that cannot be opened is listed with its error rather than hiding the rest.
+    """
+    rows: list[dict[str, Any]] = []
+    for sid in list_sessions(ctx.home):
+        try:
+            rows.append(session_json(Session.open(ctx.home, sid)))
+        except TetherError as exc:
+            rows.append({"id": sid, "error": str(exc)})
+    if as_json:
+        _echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"no sessions in {ctx.home}")
+        return
+    click.echo(f"{'ID':<32} {'EPOCH':>5} {'TURNS':>6} {'SLOT':>4}  TRUST")
+    for row in rows:
+        if "error" in row:
+            click.echo(f"{row['id']:<32} error: {row['error']}")
+            continue
+        trust = "untrusted" if row["untrusted"] else "trusted"
+        click.echo(f"{row['id']:<32} {row['epoch']:>5} {row['turns']:>6} {row['slot']:>4}  {trust}")
+
+
+@session_group.command("show")
+@click.argument("session_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def session_show(ctx: Context, session_id: str, as_json: bool) -> None:
+    """Show one session: current epoch, epochs, turns, taint, carried summary, slot."""
+    info = session_json(Session.open(ctx.home, session_id))
+    if as_json:
+        _echo_json(info)
+        return
+    click.echo(f"session   {info['id']}")
+    click.echo(f"epoch     {info['epoch']} (epochs: {', '.join(map(str, info['epochs']))})")
+    click.echo(f"turns     {info['turns']}")
+    click.echo(f"slot      {info['slot']}")
+    click.echo(f"trust     {'untrusted' if info['untrusted'] else 'trusted'}")
+    if info["carry"] is None:
+        click.echo("carry     (none: epoch 0)")
+    else:
+        click.echo("carry")
+        for line in info["carry"].splitlines():
+            click.echo(f"  {line}")
+
+
+COMMANDS = [session_group]

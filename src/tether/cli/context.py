@@ -1,0 +1,26 @@
+"""What every command gets: the home it works on and a way to load its config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from tether.config import Config, load_config
+from tether.home import resolve_home
+
+
+@dataclass
+class Context:
+    home_option: str | None
+
+    @property
+    def home(self) -> Path:
+        return resolve_home(self.home_option)
+
+    def config(self) -> Config:
+        return load_config(self.home)
+
+
+pass_ctx = click.make_pass_decorator(Context)

@@ -1,0 +1,57 @@
+"""``tether``: the command-line entry point.
+
+Exit codes: 0 done, 1 failed, 2 bad usage or bad input. A TetherError is printed as one
+line on stderr, never as a traceback; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from tether.cli import commands_home, commands_llm, commands_session
+from tether.cli.context import Context
+from tether.errors import TetherError
+
+
+class TetherGroup(click.Group):
+    """A group that turns TetherError into one line on stderr and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TetherError as exc:
+            click.echo(f"tether: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("tether: interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=TetherGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--home",
+    "home_option",
+    metavar="DIR",
+    help="The tether home (default: $TETHER_HOME, else ~/.tether).",
+)
+@click.version_option(package_name="tether")
+@click.pass_context
+def cli(ctx: click.Context, home_option: str | None) -> None:
+    """tether: a memory for long-lived LLM agents."""
+    ctx.obj = Context(home_option)
+
+
+for _module in (commands_home, commands_session, commands_llm):
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="tether")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

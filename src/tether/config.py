@@ -1,0 +1,178 @@
+"""tether.toml -> frozen typed sections. Unknown keys, wrong types and bad values are errors.
+
+Every key is documented in ``docs/configuration.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+from tether.errors import ConfigError
+
+CONFIG_FILE = "tether.toml"
+
+#: Tools tether knows by name; ``[compact] summarise`` may only name these.
+KNOWN_TOOLS = frozenset(
+    {"recall", "add", "remove", "consolidate", "note", "http_fetch", "page_read"}
+)
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
+Fraction = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    pass
+
+
+class LlmConfig(_Section, frozen=True):
+    backend: Literal["llama", "openai", "embedded"] = "llama"
+    url: str = "http://127.0.0.1:8080"
+    model: str = ""
+    model_path: str = ""
+    timeout_s: Annotated[float, msgspec.Meta(gt=0.0)] = 120.0
+
+    def __post_init__(self) -> None:
+        if self.backend != "embedded" and not re.match(r"https?://[^\s/]+", self.url):
+            raise ValueError("Expected an http:// or https:// URL - at `$.url`")
+
+
+class ExpectConfig(_Section, frozen=True):
+    n_ctx: Annotated[int, msgspec.Meta(ge=256)] = 32768
+
+
+class SlotsConfig(_Section, frozen=True):
+    main: NonNegativeInt = 0
+    background: NonNegativeInt = 1
+
+
+class MemoryConfig(_Section, frozen=True):
+    block_tokens: PositiveInt = 3000
+
+
+class CompactConfig(_Section, frozen=True):
+    threshold: Fraction = 0.85
+    summary_chars: PositiveInt = 4000
+    summarise: tuple[str, ...] = ("http_fetch",)
+
+    def __post_init__(self) -> None:
+        for name in self.summarise:
+            if name not in KNOWN_TOOLS:
+                known = ", ".join(sorted(KNOWN_TOOLS))
+                raise ValueError(f"Unknown tool {name!r} (known: {known}) - at `$.summarise`")
+
+
+class HeartbeatConfig(_Section, frozen=True):
+    every_s: NonNegativeInt = 0
+    prompt: str = "heartbeat.md"
+
+    def __post_init__(self) -> None:
+        if not self.prompt or "/" in self.prompt or self.prompt in {".", ".."}:
+            raise ValueError(
+                "Expected a file name in the home's config/ folder, not a path - at `$.prompt`"
+            )
+
+
+class StoreConfig(_Section, frozen=True):
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        if self.url and not self.url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("Expected empty (SQLite) or a postgresql:// URL - at `$.url`")
+
+
+class ToolsConfig(_Section, frozen=True):
+    granted: tuple[str, ...] = tuple(sorted(KNOWN_TOOLS))
+    step_limit: Annotated[int, msgspec.Meta(ge=1, le=64)] = 8
+    result_chars: Annotated[int, msgspec.Meta(ge=256)] = 8000
+    fetch_timeout_s: Annotated[float, msgspec.Meta(gt=0.0)] = 15.0
+    fetch_max_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1_000_000
+
+    def __post_init__(self) -> None:
+        for name in self.granted:
+            if name not in KNOWN_TOOLS:
+                known = ", ".join(sorted(KNOWN_TOOLS))
+                raise ValueError(f"Unknown tool {name!r} (known: {known}) - at `$.granted`")
+
+
+class SweepConfig(_Section, frozen=True):
+    enabled: bool = False
+    kill_switch: bool = False
+
+
+class Config(_Section, frozen=True):
+    llm: LlmConfig = msgspec.field(default_factory=LlmConfig)
+    expect: ExpectConfig = msgspec.field(default_factory=ExpectConfig)
+    slots: SlotsConfig = msgspec.field(default_factory=SlotsConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
+    compact: CompactConfig = msgspec.field(default_factory=CompactConfig)
+    heartbeat: HeartbeatConfig = msgspec.field(default_factory=HeartbeatConfig)
+    tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
+    store: StoreConfig = msgspec.field(default_factory=StoreConfig)
+    sweep: SweepConfig = msgspec.field(default_factory=SweepConfig)
+
+    def __post_init__(self) -> None:
+        if self.slots.main == self.slots.background:
+            raise ValueError(
+                "Expected [slots] main and background to differ, so background work never "
+                "evicts the live cache - at `$.slots.background`"
+            )
+
+
+_AT = re.compile(r"^(?P<problem>.*?)(?: - at `(?P<path>\$[^`]*)`)?$", re.DOTALL)
+_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]*)`")
+
+
+def _dotted(path: str) -> str:
+    """``$.llm.timeout_s`` or ``$.compact.summarise[0]`` -> ``llm.timeout_s``."""
+    return re.sub(r"\[\d+\]", "", path.removeprefix("$").lstrip("."))
+
+
+def explain_validation(message: str) -> tuple[str | None, str]:
+    """Turn a msgspec validation message into (dotted key, what was expected)."""
+    # A __post_init__ error inside a nested section arrives with the section's path
+    # appended after the inner `- at` we wrote ourselves; keep both parts of the path.
+    paths = re.findall(r" - at `(\$[^`]*)`", message)
+    problem = re.sub(r" - at `\$[^`]*`", "", message).strip()
+    key = ""
+    for p in reversed(paths):
+        part = _dotted(p)
+        key = f"{key}.{part}" if key and part else (key or part)
+    unknown = _UNKNOWN.search(problem)
+    if unknown:
+        field = unknown.group("field")
+        key = f"{key}.{field}" if key else field
+        problem = "unknown key (not a tether setting; see docs/configuration.md)"
+    else:
+        problem = problem[0].lower() + problem[1:] if problem else "invalid value"
+    return (key or None), problem
+
+
+def parse_config(text: str, path: Path | str = CONFIG_FILE) -> Config:
+    """Parse tether.toml text strictly; raise ConfigError naming the file and dotted key."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, None, f"not valid TOML: {exc}") from None
+    try:
+        return msgspec.convert(raw, Config)
+    except msgspec.ValidationError as exc:
+        key, problem = explain_validation(str(exc))
+        raise ConfigError(path, key, problem) from None
+
+
+def load_config(home: Path) -> Config:
+    """Read ``<home>/tether.toml``; a missing file is an error pointing at ``tether init``."""
+    path = home / CONFIG_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, None, "no such file; run `tether init` first") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, None, f"cannot read: {exc}") from None
+    return parse_config(text, path)

@@ -1,0 +1,173 @@
+"""Every error tether raises on purpose, in one tree.
+
+::
+
+    TetherError                      exit 1 unless a subclass says otherwise
+    ├── BadInputError                exit 2: the user gave us something we cannot use
+    │   ├── ConfigError              tether.toml (file, dotted key, what was expected)
+    │   ├── InvalidIdError           a session id (or other name) outside its grammar
+    │   └── ImportFormatError        a line of an import file (file and line)
+    ├── NotFoundError                exit 2: a home, session or file that does not exist
+    ├── SessionError                 a session directory that cannot be opened as it is
+    │   ├── CorruptLogError          a malformed record in the middle of a log (file, line)
+    │   ├── MissingCarryError        epoch n > 0 whose previous log has no EpochEnd
+    │   └── BaselineMismatchError    a baseline file whose hash differs from SessionStart
+    └── LlmError                     anything between us and the inference server
+        ├── ContextFullError         the prompt does not fit the slot (n_prompt_tokens, n_ctx)
+        ├── LlmUnreachableError      connection refused, DNS, reset
+        ├── LlmTimeoutError          no reply within [llm] timeout_s
+        └── LlmProtocolError         a reply we cannot read (HTTP status, body excerpt)
+
+Every error carries the context a user needs to act on it (file, line, key, slot) as
+attributes, and its message says the same in words. ``runbook`` names an entry of
+``docs/runbook.md`` when there is one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TetherError(Exception):
+    """Root of every error tether raises on purpose."""
+
+    exit_code: int = 1
+    runbook: str | None = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        if self.runbook:
+            return f"{self.message} (runbook: {self.runbook})"
+        return self.message
+
+
+class BadInputError(TetherError):
+    """The user gave us something we cannot use; nothing was changed."""
+
+    exit_code = 2
+
+
+class ConfigError(BadInputError):
+    """A config file is unreadable, malformed, or holds an unknown key or a bad value."""
+
+    def __init__(self, path: Path | str, key: str | None, problem: str) -> None:
+        where = f"{path}: {key}" if key else f"{path}"
+        super().__init__(f"{where}: {problem}")
+        self.path = Path(path)
+        self.key = key
+        self.problem = problem
+
+
+class InvalidIdError(BadInputError):
+    """An identifier outside its grammar (session ids are [a-z0-9-]{1,64})."""
+
+    def __init__(self, kind: str, value: str, grammar: str) -> None:
+        super().__init__(f"invalid {kind} {value!r}: expected {grammar}")
+        self.kind = kind
+        self.value = value
+
+
+class ImportFormatError(BadInputError):
+    """A line of an import file is malformed; nothing was imported."""
+
+    def __init__(self, path: Path | str, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: {problem}")
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+
+
+class NotFoundError(TetherError):
+    """A home, session or file that does not exist."""
+
+    exit_code = 2
+
+
+class SessionError(TetherError):
+    """A session directory that cannot be opened as it stands; nothing was rewritten."""
+
+
+class CorruptLogError(SessionError):
+    """A malformed record that is not a torn last line."""
+
+    runbook = "session-log-corrupt"
+
+    def __init__(self, path: Path, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: malformed record: {problem}")
+        self.path = path
+        self.line = line
+        self.problem = problem
+
+
+class MissingCarryError(SessionError):
+    """Epoch n > 0 exists but epoch n-1's log does not end the epoch with EpochEnd."""
+
+    runbook = "session-missing-carry"
+
+    def __init__(self, path: Path, epoch: int) -> None:
+        super().__init__(f"{path}: epoch {epoch} exists but this log has no EpochEnd to carry from")
+        self.path = path
+        self.epoch = epoch
+
+
+class BaselineMismatchError(SessionError):
+    """The baseline file's bytes do not hash to what the epoch's SessionStart recorded."""
+
+    runbook = "session-baseline-changed"
+
+    def __init__(self, path: Path, expected: str, actual: str) -> None:
+        super().__init__(
+            f"{path}: baseline hash {actual} differs from SessionStart's {expected}; "
+            "the baseline file was changed after the epoch started"
+        )
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+
+
+class LlmError(TetherError):
+    """Anything between tether and the inference server."""
+
+
+class ContextFullError(LlmError):
+    """The server refused the prompt as larger than the slot's context."""
+
+    def __init__(self, n_prompt_tokens: int, n_ctx: int, slot: int | None = None) -> None:
+        where = f" on slot {slot}" if slot is not None else ""
+        super().__init__(
+            f"prompt of {n_prompt_tokens} tokens exceeds the context of {n_ctx} tokens{where}"
+        )
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+        self.slot = slot
+
+
+class LlmUnreachableError(LlmError):
+    """The server could not be reached (refused, reset, name lookup)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"inference server {url} unreachable: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class LlmTimeoutError(LlmError):
+    """The server did not answer within [llm] timeout_s."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        super().__init__(f"inference server {url} did not answer within {timeout_s:g} s")
+        self.url = url
+        self.timeout_s = timeout_s
+
+
+class LlmProtocolError(LlmError):
+    """The server answered with something we cannot read."""
+
+    def __init__(self, url: str, status: int, problem: str) -> None:
+        super().__init__(f"inference server {url} answered HTTP {status}: {problem}")
+        self.url = url
+        self.status = status
+        self.problem = problem

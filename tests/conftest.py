@@ -1,0 +1,33 @@
+"""Shared fixtures: real files in a temporary home, times passed in explicitly."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tether.home import init_home
+
+
+class Ticker:
+    """Hands out strictly increasing UTC times, so tests never read the wall clock."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+@pytest.fixture
+def tick() -> Ticker:
+    return Ticker()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    init_home(path)
+    return path

@@ -1,0 +1,162 @@
+"""The CLI as a user runs it: real child processes, real files, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tether.records import Assistant, Baseline, ToolResult, User
+from tether.sessions import Session
+
+
+def run(
+    home: Path | None, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "tether.cli.main"]
+    if home is not None:
+        argv += ["--home", str(home)]
+    full_env = {k: v for k, v in os.environ.items() if k != "TETHER_HOME"}
+    full_env.update(env or {})
+    return subprocess.run(
+        argv + list(args), check=False, capture_output=True, text=True, env=full_env, timeout=60
+    )
+
+
+def test_init_creates_home_and_never_overwrites(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    first = run(home, "init")
+    assert first.returncode == 0, first.stderr
+    for rel in [
+        "tether.toml",
+        "config/system.md",
+        "config/compact.md",
+        "config/heartbeat.md",
+        "config/summarise.md",
+        "config/jobs/tier.toml.example",
+    ]:
+        assert (home / rel).is_file(), rel
+    (home / "config/system.md").write_text("my own system prompt\n")
+    (home / "tether.toml").write_text("[expect]\nn_ctx = 8192\n")
+    second = run(home, "init")
+    assert second.returncode == 0
+    assert (home / "config/system.md").read_text() == "my own system prompt\n"
+    assert (home / "tether.toml").read_text() == "[expect]\nn_ctx = 8192\n"
+    assert "kept" in second.stdout
+
+
+def test_home_from_environment(tmp_path: Path) -> None:
+    home = tmp_path / "envhome"
+    out = run(None, "init", env={"TETHER_HOME": str(home)})
+    assert out.returncode == 0, out.stderr
+    assert (home / "tether.toml").is_file()
+
+
+def test_config_check_ok_and_bad(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    run(home, "init")
+    ok = run(home, "config", "check")
+    assert ok.returncode == 0
+    assert "ok" in ok.stdout
+    (home / "tether.toml").write_text("[llm]\nurl = 'http://x:1'\ntimeout = 3\n")
+    bad = run(home, "config", "check")
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert f"{home / 'tether.toml'}: llm.timeout: unknown key" in lines[0]
+    assert "Traceback" not in bad.stderr
+
+
+def test_config_check_without_init(tmp_path: Path) -> None:
+    out = run(tmp_path / "nothing", "config", "check")
+    assert out.returncode == 2
+    assert "tether init" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def _session(home: Path) -> None:
+    t = datetime(2026, 11, 1, tzinfo=UTC)
+    s = Session.create(home, "chat-1", baseline=Baseline(system="s", memory="m"), slot=0, time=t)
+    s.append(User(time=t, text="hi"), Assistant(time=t, text="hello"))
+    s.append(ToolResult(time=t, tool_call_id="c", content="x", class_="web", untrusted=True))
+    s.end_epoch(summary="greetings", baseline=Baseline(system="s", memory="m"), time=t)
+    s.append(User(time=t, text="again"))
+
+
+def test_session_show_json_contract(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    run(home, "init")
+    _session(home)
+    out = run(home, "session", "show", "chat-1", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {
+        "id": "chat-1",
+        "epoch": 1,
+        "epochs": [0, 1],
+        "turns": 2,
+        "untrusted": True,
+        "carry": "greetings",
+        "slot": 0,
+    }
+    human = run(home, "session", "show", "chat-1")
+    assert "greetings" in human.stdout
+    assert "untrusted" in human.stdout
+
+
+def test_session_list(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    run(home, "init")
+    assert json.loads(run(home, "session", "list", "--json").stdout) == []
+    _session(home)
+    (home / "sessions" / "broken").mkdir()
+    (home / "sessions" / "broken" / "0.jsonl").write_text("x\n")
+    (home / "sessions" / "broken" / "0.baseline.json").write_text("{}")
+    rows = json.loads(run(home, "session", "list", "--json").stdout)
+    assert [r["id"] for r in rows] == ["broken", "chat-1"]
+    assert "error" in rows[0]
+    assert rows[1]["turns"] == 2
+    table = run(home, "session", "list")
+    assert table.returncode == 0
+    assert "chat-1" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["session", "show", "Bad_ID"], "invalid session id 'Bad_ID'"),
+        (["session", "show", "ghost"], "no session 'ghost'"),
+    ],
+)
+def test_session_show_errors_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
+    home = tmp_path / "h"
+    run(home, "init")
+    out = run(home, *args)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_corrupt_session_exits_1_with_file_and_line(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    run(home, "init")
+    _session(home)
+    log = home / "sessions" / "chat-1" / "1.jsonl"
+    log.write_bytes(
+        log.read_bytes()
+        + b"{oops}\n"
+        + b'{"type":"User","time":"2026-11-01T00:00:00Z","text":"z"}\n'
+    )
+    out = run(home, "session", "show", "chat-1")
+    assert out.returncode == 1
+    assert f"{log}:3: malformed record" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_command_is_usage_error(tmp_path: Path) -> None:
+    out = run(tmp_path, "frobnicate")
+    assert out.returncode == 2
