@@ -6,12 +6,17 @@
     ├── BadInputError                exit 2: the user gave us something we cannot use
     │   ├── ConfigError              tether.toml (file, dotted key, what was expected)
     │   ├── InvalidIdError           a session id (or other name) outside its grammar
+    │   ├── AllowListError           a .tether-scan-allow line that is no fingerprint (file, line)
     │   └── ImportFormatError        a line of an import file (file and line)
     ├── NotFoundError                exit 2: a home, session or file that does not exist
+    ├── StoreError                   the store (tether.db) cannot be opened or used (path)
+    │   └── StoreVersionError        a database migrated by a newer tether (its version, ours)
     ├── SessionError                 a session directory that cannot be opened as it is
     │   ├── CorruptLogError          a malformed record in the middle of a log (file, line)
     │   ├── MissingCarryError        epoch n > 0 whose previous log has no EpochEnd
     │   └── BaselineMismatchError    a baseline file whose hash differs from SessionStart
+    ├── CheckpointError              banked pre-compaction windows under corpus/
+    │   └── CorruptLedgerError       a <session>.ledger.json we cannot read (file, problem)
     └── LlmError                     anything between us and the inference server
         ├── ContextFullError         the prompt does not fit the slot (n_prompt_tokens, n_ctx)
         ├── LlmUnreachableError      connection refused, DNS, reset
@@ -70,6 +75,20 @@ class InvalidIdError(BadInputError):
         self.value = value
 
 
+class AllowListError(BadInputError):
+    """A line of a scan allow-list (``.tether-scan-allow``) that is not a fingerprint.
+
+    Refused rather than skipped: a typo would otherwise keep a reviewed false positive
+    redacted with no hint why.
+    """
+
+    def __init__(self, source: Path | str, line: int, problem: str) -> None:
+        super().__init__(f"{source}:{line}: {problem}")
+        self.source = str(source)
+        self.line = line
+        self.problem = problem
+
+
 class ImportFormatError(BadInputError):
     """A line of an import file is malformed; nothing was imported."""
 
@@ -84,6 +103,28 @@ class NotFoundError(TetherError):
     """A home, session or file that does not exist."""
 
     exit_code = 2
+
+
+class StoreError(TetherError):
+    """The store cannot be opened or used: not a database, unwritable, locked too long."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+class StoreVersionError(StoreError):
+    """The database was migrated by a newer tether; this one refuses to touch it."""
+
+    def __init__(self, path: Path | str, found: int, known: int) -> None:
+        super().__init__(
+            path,
+            f"schema version {found} is newer than this tether knows ({known}); "
+            "upgrade tether (the database was not changed)",
+        )
+        self.found = found
+        self.known = known
 
 
 class SessionError(TetherError):
@@ -126,6 +167,19 @@ class BaselineMismatchError(SessionError):
         self.path = path
         self.expected = expected
         self.actual = actual
+
+
+class CheckpointError(TetherError):
+    """Banked pre-compaction windows (``corpus/``) that cannot be read or written as asked."""
+
+
+class CorruptLedgerError(CheckpointError):
+    """A session's coverage ledger that is not the JSON document we write; left untouched."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: unreadable coverage ledger: {problem}")
+        self.path = path
+        self.problem = problem
 
 
 class LlmError(TetherError):

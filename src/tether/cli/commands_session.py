@@ -86,4 +86,24 @@ def session_show(ctx: Context, session_id: str, as_json: bool) -> None:
             click.echo(f"  {line}")
 
 
+@session_group.command("compact")
+@click.argument("session_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def session_compact(ctx: Context, session_id: str, as_json: bool) -> None:
+    """Compact a session now (the owner's /compact): bank its window, summarise it on the
+    background slot, and start its next epoch. Waits for a turn in flight."""
+    from tether.cli.commands_agent import with_backend
+
+    info = with_backend(ctx, lambda backend: backend.compact(session_id))
+    if as_json:
+        _echo_json(info)
+        return
+    where = f"; banked {info['segment']}" if info["segment"] else ""
+    click.echo(
+        f"compacted {info['session']}: epoch {info['from_epoch']} -> {info['to_epoch']} "
+        f"(summary: {info['summary']}, {info['summary_chars']} chars{where})"
+    )
+
+
 COMMANDS = [session_group]

@@ -11,7 +11,14 @@ from typing import Any
 
 import click
 
-from tether.cli import commands_home, commands_llm, commands_session
+from tether.cli import (
+    commands_agent,
+    commands_home,
+    commands_index,
+    commands_llm,
+    commands_memory,
+    commands_session,
+)
 from tether.cli.context import Context
 from tether.errors import TetherError
 
@@ -44,9 +51,25 @@ def cli(ctx: click.Context, home_option: str | None) -> None:
     ctx.obj = Context(home_option)
 
 
-for _module in (commands_home, commands_session, commands_llm):
+@click.group("memory")
+def memory_group() -> None:
+    """Search and edit the agent's memory."""
+
+
+# A module exports COMMANDS (top level) and may export MEMORY_COMMANDS (under `memory`).
+for _module in (
+    commands_home,
+    commands_session,
+    commands_agent,
+    commands_index,
+    commands_memory,
+    commands_llm,
+):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
+    for _command in getattr(_module, "MEMORY_COMMANDS", ()):
+        memory_group.add_command(_command)
+cli.add_command(memory_group)
 
 
 def main(argv: list[str] | None = None) -> None:

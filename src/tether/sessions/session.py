@@ -39,6 +39,7 @@ from tether.records import (
     is_utc,
 )
 from tether.sessions import files
+from tether.testing.crash import crash_point
 
 SESSIONS_DIR = "sessions"
 _EPOCH_FILE = re.compile(r"(0|[1-9][0-9]*)\.(baseline\.json|jsonl)")
@@ -161,7 +162,9 @@ class Session:
             raise NotFoundError(f"no session {sid!r} in {home / SESSIONS_DIR}")
         epochs = cls.epochs_on_disk(directory)
         if not epochs:
-            raise SessionError(f"{directory}: no epoch has both <n>.baseline.json and <n>.jsonl")
+            # A directory with no complete epoch 0 was never created (or its creation
+            # crashed before the log appeared): it is not a session yet.
+            raise NotFoundError(f"no session {sid!r} in {home / SESSIONS_DIR} (no epoch files)")
         if epochs != list(range(len(epochs))):
             missing = sorted(set(range(epochs[-1] + 1)) - set(epochs))
             raise SessionError(f"{directory}: epoch files missing for epoch(s) {missing}")
@@ -303,6 +306,7 @@ class Session:
         slot = self.slot
         if not self.ended:
             self.append(EpochEnd(time=time, next=nxt, summary=summary))
+        crash_point("epoch-end-before-baseline")
         self.write_epoch_files(self.dir, nxt, baseline, slot, time)
         reopened = Session.open(self.dir.parent.parent, self.id)
         self.__dict__.update(reopened.__dict__)

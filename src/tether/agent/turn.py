@@ -1,0 +1,262 @@
+"""One turn: User in, the tool loop on the session's own slot, Assistant and Usage out.
+
+Every record is appended (durably) as it happens, so a crash at any point leaves a valid
+log: at worst a User with no answer, which the next turn simply follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time as _time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.agent.compaction import CompactionDone, CompactionFailedError, Compactor
+from tether.agent.locks import BusySet, SlotGates
+from tether.broker import Broker
+from tether.config import Config
+from tether.core.compaction import should_compact
+from tether.core.memory_block import build_block
+from tether.errors import (
+    ConfigError,
+    ContextFullError,
+    LlmError,
+    LlmTimeoutError,
+    LlmUnreachableError,
+    NotFoundError,
+    TetherError,
+)
+from tether.llm.types import CompletionRequest, Llm
+from tether.memory.identity import Identity
+from tether.ports import Clock, Store
+from tether.records import (
+    Assistant,
+    Baseline,
+    ToolCall,
+    ToolResult,
+    TurnError,
+    TurnErrorKind,
+    Usage,
+    User,
+)
+from tether.sessions import Session
+from tether.testing.crash import crash_point
+from tether.tools import schemas
+from tether.tools.box import ToolBox, ToolContext
+
+
+@dataclass(frozen=True)
+class TurnDone:
+    session: str
+    turn: int
+    epoch: int
+    slot: int
+    reply: str
+    untrusted: bool
+    usage: Usage | None
+    elapsed_ms: float
+
+
+class TurnFailedError(TetherError):
+    """A turn ended without an answer; its TurnError record is in the log."""
+
+    def __init__(self, session: str, kind: TurnErrorKind, cause: TetherError) -> None:
+        super().__init__(f"turn on session {session!r} failed ({kind}): {cause}")
+        self.session = session
+        self.kind = kind
+        self.cause = cause
+        self.runbook = cause.runbook
+
+
+def _error_kind(exc: LlmError) -> TurnErrorKind:
+    if isinstance(exc, ContextFullError):
+        return "session_full"
+    if isinstance(exc, LlmUnreachableError):
+        return "llm_unreachable"
+    if isinstance(exc, LlmTimeoutError):
+        return "llm_timeout"
+    return "llm_protocol"
+
+
+def read_prompt(home: Path, name: str) -> str:
+    path = home / "config" / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            path, None, "prompt file missing; run `tether init` to restore it"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, None, f"cannot read prompt file: {exc}") from None
+
+
+class Agent:
+    """Runs turns for any session of a home. Owns the busy set and the slot gates."""
+
+    def __init__(
+        self, *, home: Path, config: Config, store: Store, llm: Llm, tools: ToolBox, clock: Clock
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.store = store
+        self.llm = llm
+        self.tools = tools
+        self.clock = clock
+        self.broker = Broker(config.tools.granted)
+        self.busy = BusySet(home / "sessions")
+        self.gates = SlotGates()
+        self.compactor = Compactor(
+            config=config,
+            llm=llm,
+            gates=self.gates,
+            clock=clock,
+            new_baseline=self.new_baseline,
+            prompt=lambda: read_prompt(home, "compact.md"),
+        )
+
+    def new_baseline(self) -> Baseline:
+        """system.md + the memory block as identity stands now + the granted tool schemas."""
+        system = read_prompt(self.home, "system.md")
+        entries = Identity(self.home, self.store).entries()
+        block = build_block(entries, self.config.memory.block_tokens)
+        return Baseline(system=system, memory=block, tools=schemas.schemas(self.broker.offered()))
+
+    def open_or_create(self, sid: str, slot: int | None = None) -> Session:
+        try:
+            return Session.open(self.home, sid)
+        except NotFoundError:
+            return Session.create(
+                self.home,
+                sid,
+                baseline=self.new_baseline(),
+                slot=self.config.slots.main if slot is None else slot,
+                time=self.clock.now(),
+            )
+
+    async def run_turn(
+        self, sid: str, text: str, *, speaker: str | None = None, slot: int | None = None
+    ) -> TurnDone:
+        """Wait until the session is free, then run one turn on it.
+
+        A session due for compaction (or left mid-compaction by a crash) is compacted
+        first. A request refused as context-full compacts and retries the message once in
+        the new epoch; a second refusal ends the turn ``session_full``.
+        """
+        async with self.busy.hold(sid):
+            session = self.open_or_create(sid, slot)
+            await self._compact_if_due(session)
+            try:
+                return await self._turn(session, text, speaker)
+            except TurnFailedError as exc:
+                if exc.kind != "session_full":
+                    raise
+                try:
+                    await self.compactor.compact(session)
+                except CompactionFailedError as failed:
+                    raise TurnFailedError(session.id, "session_full", failed) from failed
+                return await self._turn(session, text, speaker)
+
+    def due(self, session: Session) -> bool:
+        return session.ended or should_compact(
+            session.last_usage(),
+            n_ctx=self.config.expect.n_ctx,
+            threshold=self.config.compact.threshold,
+        )
+
+    async def _compact_if_due(self, session: Session) -> CompactionDone | None:
+        if not self.due(session):
+            return None
+        return await self.compactor.compact(session)
+
+    async def compact_if_due(self, sid: str) -> CompactionDone | None:
+        """After a turn: compact the session if its depth reached the threshold."""
+        async with self.busy.hold(sid):
+            return await self._compact_if_due(Session.open(self.home, sid))
+
+    async def compact_now(self, sid: str) -> CompactionDone:
+        """The owner's /compact: compact whatever the depth (waits for a turn in flight)."""
+        async with self.busy.hold(sid):
+            return await self.compactor.compact(Session.open(self.home, sid))
+
+    async def _turn(self, session: Session, text: str, speaker: str | None) -> TurnDone:
+        started = _time.perf_counter()
+        session.append(User(time=self.clock.now(), text=text, speaker=speaker))
+        crash_point("turn-after-user")
+        usage: Usage | None = None
+        for _ in range(self.config.tools.step_limit):
+            request = CompletionRequest(
+                messages=tuple(session.messages()),
+                tools=session.baseline.tools,
+                slot=session.slot,
+            )
+            try:
+                async with self.gates.hold(session.slot):
+                    completion = await self.llm.complete(request)
+            except asyncio.CancelledError:
+                # The daemon is stopping mid-turn: say so in the log, then let it stop.
+                session.append(TurnError(time=self.clock.now(), kind="interrupted"))
+                raise
+            except LlmError as exc:
+                kind = _error_kind(exc)
+                session.append(TurnError(time=self.clock.now(), kind=kind))
+                raise TurnFailedError(session.id, kind, exc) from exc
+            now = self.clock.now()
+            usage = Usage(
+                time=now,
+                cache_n=completion.cache_n,
+                prompt_n=completion.prompt_n,
+                predicted_n=completion.predicted_n,
+            )
+            if not completion.tool_calls:
+                session.append(Assistant(time=now, text=completion.content), usage)
+                return TurnDone(
+                    session=session.id,
+                    turn=session.turns(),
+                    epoch=session.epoch,
+                    slot=session.slot,
+                    reply=completion.content,
+                    untrusted=session.untrusted(),
+                    usage=usage,
+                    elapsed_ms=(_time.perf_counter() - started) * 1000,
+                )
+            lead = [Assistant(time=now, text=completion.content)] if completion.content else []
+            calls = [
+                ToolCall(time=now, id=c.id, name=c.name, args=c.args) for c in completion.tool_calls
+            ]
+            # The calls are durable before any of them runs.
+            session.append(*lead, *calls, usage)
+            crash_point("turn-after-tool-calls")
+            for call in calls:
+                await self._run_tool(session, call)
+        session.append(TurnError(time=self.clock.now(), kind="tool_step_limit"))
+        raise TurnFailedError(
+            session.id,
+            "tool_step_limit",
+            TetherError(
+                f"the model called tools {self.config.tools.step_limit} times "
+                "without answering ([tools] step_limit)"
+            ),
+        )
+
+    async def _run_tool(self, session: Session, call: ToolCall) -> None:
+        untrusted = session.untrusted()
+        refusal = self.broker.authorise(call.name, untrusted=untrusted, known=ToolBox.known())
+        if refusal is not None:
+            result = ToolResult(
+                time=self.clock.now(),
+                tool_call_id=call.id,
+                content=refusal.message,
+                class_="broker",
+                untrusted=False,
+            )
+        else:
+            ctx = ToolContext(session=session.id, untrusted=untrusted, time=self.clock.now())
+            outcome = await self.tools.run(call.name, call.args, ctx)
+            result = ToolResult(
+                time=self.clock.now(),
+                tool_call_id=call.id,
+                content=outcome.content,
+                class_=outcome.class_,
+                untrusted=outcome.untrusted,
+            )
+        session.append(result)

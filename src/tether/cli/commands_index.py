@@ -1,0 +1,97 @@
+"""``tether sessions import FILE`` and ``tether memory recall QUERY``.
+
+``memory recall`` runs the same search as the agent's ``recall`` tool, after an
+incremental index pass so turns written since the last pass are found too. Its ``--json``
+output is a contract: a list of ``{"kind", "session", "turn", "text", "tag", "score"}``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from tether.cli.context import Context, pass_ctx
+from tether.memory.indexer import index_home
+from tether.memory.recall import recall
+from tether.ports import Hit
+from tether.sessions.importer import import_jsonl
+from tether.stores import open_store
+
+#: Characters of a hit's text on one line of human output.
+TEXT_CHARS = 120
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """The public shape of one ``memory recall --json`` hit (add keys, never rename)."""
+    return {
+        "kind": hit.kind,
+        "session": hit.session,
+        "turn": hit.turn,
+        "text": hit.text,
+        "tag": hit.tag,
+        "score": round(hit.score, 4),
+    }
+
+
+def _one_line(text: str, width: int = TEXT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@click.command("recall")
+@click.argument("query")
+@click.option("-k", "k", type=int, default=5, show_default=True, help="Hits to return.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list of hits.")
+@pass_ctx
+def recall_cmd(ctx: Context, query: str, k: int, as_json: bool) -> None:
+    """Search memory (every epoch of every session, notes, pages) with a question."""
+    home = ctx.home
+    store = open_store(home, ctx.config())
+    try:
+        report = index_home(home, store)
+        hits = recall(store, query, k, time=datetime.now(UTC))
+    finally:
+        store.close()
+    for sid, problem in report.errors:
+        click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+    if as_json:
+        click.echo(msgspec.json.encode([hit_json(h) for h in hits]).decode())
+        return
+    if not hits:
+        click.echo("no matches")
+        return
+    for h in hits:
+        where = f"{h.session}#{h.turn}" if h.session is not None else h.ref
+        click.echo(f"{h.tag:<14} {where:<24} {h.score:7.2f}  {_one_line(h.text)}")
+
+
+@click.group("sessions")
+def sessions_group() -> None:
+    """Bring sessions in from elsewhere."""
+
+
+@sessions_group.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@pass_ctx
+def import_cmd(ctx: Context, file: Path) -> None:
+    """Import a JSONL file of {"session","role","text","time","speaker"?} lines.
+
+    The whole file is checked first: a bad line exits 2 naming file:line, and nothing is
+    imported. Existing sessions are appended to; the home is indexed afterwards.
+    """
+    report = import_jsonl(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
+    click.echo(
+        f"imported {report.records} records ({report.turns} turns): "
+        f"{report.sessions_created} sessions created, {report.sessions_appended} appended; "
+        f"{report.indexed_rows} rows indexed"
+    )
+    for sid, problem in report.index_errors:
+        click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+
+
+COMMANDS = [sessions_group]
+MEMORY_COMMANDS = [recall_cmd]

@@ -1,0 +1,119 @@
+"""``tether memory show|journal|add|remove|note`` (the owner's view and edits)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+import msgspec
+
+from tether.cli.context import Context, pass_ctx
+from tether.memory.identity import Identity
+from tether.ports import JournalEntry
+from tether.stores import open_store
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@click.command("show")
+@pass_ctx
+def show_cmd(ctx: Context) -> None:
+    """Identity entries (with the [id]s edits use) and notes."""
+    store = open_store(ctx.home, ctx.config())
+    try:
+        identity = Identity(ctx.home, store)
+        entries = identity.entries()
+        click.echo(f"identity ({identity.path}): {len(entries)} entries")
+        for e in entries:
+            click.echo(f"  [{e.id}] {e.text}")
+        notes = store.notes()
+        click.echo(f"notes: {len(notes)}")
+        for n in notes:
+            trust = "untrusted" if n.untrusted else "trusted"
+            origin = f" from {n.session}" if n.session else ""
+            click.echo(f"  {n.id:>4} {trust:<9} {n.time:%Y-%m-%d}{origin}: {n.text}")
+    finally:
+        store.close()
+
+
+@click.command("journal")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@click.option("-n", "limit", type=click.IntRange(1), default=None, help="Only the newest N.")
+@pass_ctx
+def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
+    """Every memory write: when, who, from which session, before and after."""
+    store = open_store(ctx.home, ctx.config())
+    try:
+        entries = store.journal(limit)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(msgspec.json.encode(entries).decode())
+        return
+    for j in entries:
+        where = f" session={j.session}" if j.session else ""
+        click.echo(f"{j.time:%Y-%m-%dT%H:%M:%SZ} {j.who}{where} {j.action} {j.target}")
+        if j.before is not None:
+            click.echo(f"    before: {j.before}")
+        if j.after is not None:
+            click.echo(f"    after:  {j.after}")
+
+
+@click.command("add")
+@click.argument("text")
+@pass_ctx
+def add_cmd(ctx: Context, text: str) -> None:
+    """Add an identity entry (lands in each session's baseline at its next epoch)."""
+    store = open_store(ctx.home, ctx.config())
+    try:
+        e = Identity(ctx.home, store).add(text, who="owner", session=None, time=_now())
+    finally:
+        store.close()
+    click.echo(f"added [{e.id}] {e.text}")
+
+
+@click.command("remove")
+@click.argument("ids", nargs=-1, required=True)
+@pass_ctx
+def remove_cmd(ctx: Context, ids: tuple[str, ...]) -> None:
+    """Remove identity entries by [id] (see `tether memory show`)."""
+    store = open_store(ctx.home, ctx.config())
+    try:
+        gone = Identity(ctx.home, store).remove(list(ids), who="owner", session=None, time=_now())
+    finally:
+        store.close()
+    for e in gone:
+        click.echo(f"removed [{e.id}] {e.text}")
+
+
+@click.command("note")
+@click.argument("text")
+@pass_ctx
+def note_cmd(ctx: Context, text: str) -> None:
+    """Write a trusted note (found by recall; the tiering job may promote it)."""
+    if not text.strip():
+        raise click.BadParameter("a note needs some text", param_hint="TEXT")
+    store = open_store(ctx.home, ctx.config())
+    try:
+        now = _now()
+        note = store.add_note(text, untrusted=False, session=None, time=now)
+        store.journal_append(
+            JournalEntry(
+                time=now,
+                who="owner",
+                session=None,
+                action="note",
+                target=f"note:{note.id}",
+                before=None,
+                after=text,
+            )
+        )
+    finally:
+        store.close()
+    click.echo(f"wrote note {note.id}")
+
+
+MEMORY_COMMANDS = [show_cmd, journal_cmd, add_cmd, remove_cmd, note_cmd]
+COMMANDS: list[click.Command] = []

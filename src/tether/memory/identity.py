@@ -1,0 +1,150 @@
+"""Identity: ``memory/memory.md``, owner-editable, tool edits atomic and journalled.
+
+The file is markdown; its list items are the entries. The owner may edit it by hand at
+any time; tools read it fresh for every edit, under a lock, and write it back through a
+temporary file and a rename, so a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from tether.core.memory_block import Entry, entry_id, parse_entries
+from tether.errors import BadInputError, TetherError
+from tether.ports import JournalEntry, Store
+from tether.sessions.files import write_atomic
+
+MEMORY_FILE = "memory/memory.md"
+STARTER = (
+    "# Identity\n\n"
+    "Who the owner is and how the agent should act. One entry per list item; edit freely.\n\n"
+)
+
+
+class IdentityError(BadInputError):
+    """An identity edit that cannot be applied (unknown entry id, empty text)."""
+
+
+class Identity:
+    """Read and edit memory.md; every edit is journalled in the store."""
+
+    def __init__(self, home: Path, store: Store) -> None:
+        self.path = home / MEMORY_FILE
+        self._lock_path = self.path.with_name(".memory.md.lock")
+        self.store = store
+
+    def text(self) -> str:
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TetherError(f"{self.path}: cannot read identity: {exc}") from None
+
+    def entries(self) -> list[Entry]:
+        return parse_entries(self.text())
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._lock_path, "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            yield
+
+    def _write(self, text: str) -> None:
+        write_atomic(self.path, text.encode("utf-8"))
+
+    def _journal(
+        self,
+        action: str,
+        *,
+        before: str | None,
+        after: str | None,
+        who: str,
+        session: str | None,
+        time: datetime,
+    ) -> None:
+        self.store.journal_append(
+            JournalEntry(
+                time=time,
+                who=who,
+                session=session,
+                action=action,
+                target="identity",
+                before=before,
+                after=after,
+            )
+        )
+
+    def add(self, text: str, *, who: str, session: str | None, time: datetime) -> Entry:
+        text = " ".join(text.split())
+        if not text:
+            raise IdentityError("an identity entry needs some text")
+        with self._locked():
+            current = self.text()
+            eid = entry_id(text)
+            if any(e.id == eid for e in parse_entries(current)):
+                return Entry(eid, text)  # already there: adding twice is a no-op
+            base = current if current else STARTER
+            if not base.endswith("\n"):
+                base += "\n"
+            self._write(base + f"- {text}\n")
+            self._journal("add", before=None, after=text, who=who, session=session, time=time)
+        return Entry(eid, text)
+
+    def remove(
+        self, ids: Sequence[str], *, who: str, session: str | None, time: datetime
+    ) -> list[Entry]:
+        with self._locked():
+            current = self.text()
+            entries = {e.id: e for e in parse_entries(current)}
+            missing = [i for i in ids if i not in entries]
+            if missing:
+                raise IdentityError(f"no identity entry with id {', '.join(missing)}")
+            removed = [entries[i] for i in ids]
+            self._write(_without(current, {e.id for e in removed}))
+            for e in removed:
+                self._journal(
+                    "remove", before=e.text, after=None, who=who, session=session, time=time
+                )
+        return removed
+
+    def consolidate(
+        self, ids: Sequence[str], text: str, *, who: str, session: str | None, time: datetime
+    ) -> Entry:
+        """Replace several entries with one, at the place of the first of them."""
+        text = " ".join(text.split())
+        if not text:
+            raise IdentityError("a consolidated entry needs some text")
+        if not ids:
+            raise IdentityError("consolidate needs the ids of the entries it replaces")
+        with self._locked():
+            current = self.text()
+            entries = {e.id: e for e in parse_entries(current)}
+            missing = [i for i in ids if i not in entries]
+            if missing:
+                raise IdentityError(f"no identity entry with id {', '.join(missing)}")
+            before = "\n".join(entries[i].text for i in ids)
+            self._write(_without(current, set(ids), replace_first_with=f"- {text}"))
+            self._journal(
+                "consolidate", before=before, after=text, who=who, session=session, time=time
+            )
+        return Entry(entry_id(text), text)
+
+
+def _without(markdown: str, ids: set[str], replace_first_with: str | None = None) -> str:
+    out: list[str] = []
+    replaced = False
+    for line in markdown.splitlines():
+        entries = parse_entries(line)
+        if entries and entries[0].id in ids:
+            if replace_first_with is not None and not replaced:
+                out.append(replace_first_with)
+                replaced = True
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,195 @@
+"""Keep the full-text index in step with the session logs on disk.
+
+Each log file has a cursor in the store: the byte offset indexed so far, plus the
+session's turn number and taint at that offset. A pass reads only the complete lines
+after the cursor (a torn tail, a crash mid-append, waits for the next pass), turns them
+into rows and moves the cursor in the same transaction, so a crash never indexes a line
+twice or skips one. Raw ToolResult content is never indexed: only what the agent was
+shown as a summary (ToolSummary) is, carrying its own trust.
+
+Turn numbers span epochs: the k-th User record of the session is turn k, the rows after
+it belong to it, rows before the first User are turn 0. Taint is monotone: once an
+untrusted ToolResult has been read, every later row of the session is tainted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from tether.errors import SessionError, TetherError
+from tether.ids import is_session_id
+from tether.ports import IndexCursor, LogField, LogRow, Store
+from tether.records import Assistant, LogRecord, ToolCall, ToolResult, ToolSummary, User
+from tether.sessions import files
+from tether.sessions.session import SESSIONS_DIR, Session, session_dir
+
+#: Rows gathered before one store transaction (whole sessions are never split).
+BATCH_ROWS = 20_000
+#: A pass that adds at least this many rows compacts the index afterwards.
+OPTIMIZE_AFTER_ROWS = 200_000
+
+_json = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What a pass did. ``errors``: (session, message) of sessions skipped as malformed;
+    their earlier-indexed rows stay, and they are retried on the next pass."""
+
+    sessions: int = 0
+    files: int = 0
+    rows: int = 0
+    errors: tuple[tuple[str, str], ...] = field(default=())
+
+
+def _log_key(sid: str, epoch: int) -> str:
+    """The cursor's name for a log: relative to ``sessions/``, so a moved home still fits."""
+    return f"{sid}/{epoch}.jsonl"
+
+
+def _read_new(path: Path, offset: int, size: int) -> bytes:
+    if size < offset:
+        raise SessionError(
+            f"{path}: the log is {size} bytes, shorter than the {offset} already indexed "
+            "(it was rewritten); re-index the home"
+        )
+    with path.open("rb") as f:
+        f.seek(offset)
+        return f.read(size - offset)
+
+
+def _session_ids(home: Path) -> list[str]:
+    """Session directories, sorted. ``scandir`` knows directories without a stat each:
+    an up-to-date pass over 20,000 sessions is mostly this walk."""
+    try:
+        with os.scandir(home / SESSIONS_DIR) as entries:
+            return sorted(e.name for e in entries if is_session_id(e.name) and e.is_dir())
+    except FileNotFoundError:
+        return []
+
+
+def _rows(
+    sid: str, epoch: int, records: Sequence[LogRecord], turn: int, tainted: bool
+) -> tuple[list[LogRow], int, bool]:
+    """Rows of ``records``, given the turn and taint before them; and those after them."""
+    rows: list[LogRow] = []
+    for r in records:
+        text: str
+        kind: LogField
+        row_tainted = tainted
+        if isinstance(r, User):
+            turn += 1
+            kind, text = "user", r.text
+        elif isinstance(r, Assistant):
+            kind, text = "assistant", r.text
+        elif isinstance(r, ToolCall):
+            kind, text = "tool_call", f"{r.name} {_json.encode(r.args).decode()}"
+        elif isinstance(r, ToolSummary):
+            kind, text, row_tainted = "summary", r.content, tainted or r.untrusted
+        else:
+            if isinstance(r, ToolResult):
+                tainted = tainted or r.untrusted  # read for its trust, never indexed
+            continue
+        if text.strip():
+            rows.append(
+                LogRow(
+                    session=sid,
+                    epoch=epoch,
+                    turn=turn,
+                    field=kind,
+                    text=text,
+                    tainted=row_tainted,
+                    time=r.time,
+                )
+            )
+    return rows, turn, tainted
+
+
+def _session_rows(
+    home: Path, sid: str, cursors: dict[str, IndexCursor]
+) -> list[tuple[list[LogRow], IndexCursor]]:
+    """New rows of every epoch of one session, in order, with each file's new cursor."""
+    directory = session_dir(home, sid)
+    epochs = Session.epochs_on_disk(directory)
+    if epochs != list(range(len(epochs))):
+        raise SessionError(f"{directory}: epoch files missing; found epochs {epochs}")
+    turn, tainted = 0, False
+    out: list[tuple[list[LogRow], IndexCursor]] = []
+    for epoch in epochs:
+        key = _log_key(sid, epoch)
+        cursor = cursors.get(key)
+        offset, lines = 0, 0
+        if cursor is not None:
+            offset, lines, turn, tainted = cursor.offset, cursor.lines, cursor.turn, cursor.tainted
+        size = os.stat(f"{directory}/{epoch}.jsonl").st_size
+        if size == offset:
+            continue  # the common case: nothing new, no Path, no open
+        path = directory / f"{epoch}.jsonl"
+        data = _read_new(path, offset, size)
+        complete, end = files.split_complete(data)
+        if not complete:
+            continue
+        records = files.decode_lines(path, complete, first_line=lines + 1)
+        rows, turn, tainted = _rows(sid, epoch, records, turn, tainted)
+        out.append(
+            (
+                rows,
+                IndexCursor(
+                    path=key,
+                    offset=offset + end,
+                    turn=turn,
+                    tainted=tainted,
+                    lines=lines + len(complete),
+                ),
+            )
+        )
+    return out
+
+
+def index_home(home: Path, store: Store, *, batch_rows: int = BATCH_ROWS) -> IndexReport:
+    """Index what was appended to the home's session logs since the last pass.
+
+    A malformed session is skipped and reported; the others are indexed regardless.
+    """
+    cursors = store.index_cursors()
+    pending: list[tuple[list[LogRow], IndexCursor]] = []
+    pending_rows = 0
+    sessions = files_read = rows = 0
+    errors: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        nonlocal pending, pending_rows
+        if pending:
+            store.index_logs(pending)
+        pending, pending_rows = [], 0
+
+    for sid in _session_ids(home):
+        sessions += 1
+        try:
+            items = _session_rows(home, sid, cursors)
+        except (TetherError, OSError) as exc:
+            errors.append((sid, str(exc)))
+            continue
+        for item_rows, _ in items:
+            pending_rows += len(item_rows)
+            rows += len(item_rows)
+        files_read += len(items)
+        pending.extend(items)
+        if pending_rows >= batch_rows:
+            flush()
+    flush()
+    if rows >= OPTIMIZE_AFTER_ROWS:
+        store.optimize_index()
+    return IndexReport(sessions=sessions, files=files_read, rows=rows, errors=tuple(errors))
+
+
+def reindex(home: Path, store: Store) -> IndexReport:
+    """Drop the log index and build it again from the files (notes, pages, the journal
+    and recall counts are kept: recall counts are keyed by session and turn, not rows)."""
+    store.reset_index()
+    return index_home(home, store)

@@ -1,0 +1,98 @@
+"""The SQLite schema as numbered migrations, tracked in ``PRAGMA user_version``.
+
+``MIGRATIONS[n]`` takes a database from version n to n + 1 in one transaction. Append a
+new script for every change; never edit one that has shipped: databases in the field
+have run it already. A database at a version beyond this list is refused, unchanged.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE index_cursor (
+        path TEXT PRIMARY KEY,
+        offset INTEGER NOT NULL,
+        lines INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        tainted INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE doc (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('turn', 'summary', 'page', 'fact', 'note')),
+        session TEXT,
+        epoch INTEGER,
+        turn INTEGER,
+        field TEXT,
+        tainted INTEGER NOT NULL,
+        ref TEXT,              -- note:<id>, page:<slug>, NULL for log rows
+        time INTEGER NOT NULL, -- unix microseconds, UTC
+        text TEXT NOT NULL
+    );
+    CREATE INDEX doc_ref ON doc (ref) WHERE ref IS NOT NULL;
+
+    -- Counters kept in the same transactions as what they count ('doc_rows': rows of
+    -- doc, which recall needs for term weights and count(*) would scan for).
+    CREATE TABLE stat (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO stat (name, value) VALUES ('doc_rows', 0);
+
+    CREATE VIRTUAL TABLE doc_fts USING fts5 (
+        text,
+        content = 'doc',
+        content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+
+    CREATE TABLE note (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        text TEXT NOT NULL,
+        untrusted INTEGER NOT NULL,
+        session TEXT,
+        time TEXT NOT NULL
+    );
+
+    CREATE TABLE page (
+        slug TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL,
+        tags TEXT NOT NULL, -- JSON list
+        visibility TEXT NOT NULL CHECK (visibility IN ('private', 'world')),
+        untrusted INTEGER NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+
+    CREATE TABLE journal (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time TEXT NOT NULL,
+        who TEXT NOT NULL,
+        session TEXT,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        before TEXT,
+        after TEXT
+    );
+
+    CREATE TABLE recall_log (
+        id INTEGER PRIMARY KEY,
+        ref TEXT NOT NULL,
+        time TEXT NOT NULL
+    );
+    CREATE INDEX recall_log_ref ON recall_log (ref, time);
+    """,
+)
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a migration script into statements (``;`` inside a trigger body is kept)."""
+    buf = ""
+    for piece in script.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \n\t;"):
+                yield buf
+            buf = ""
+    if buf.strip(" \n\t;"):
+        raise ValueError(f"incomplete statement in migration: {buf.strip()[:60]!r}")

@@ -1,0 +1,504 @@
+"""The embedded Store: one SQLite file (WAL, FTS5), no server.
+
+Layout (migration 1):
+
+- ``doc`` holds every searchable row: session-log rows (kind ``turn`` or ``summary``) and
+  one row per note and page (``fact`` is reserved). ``doc_fts`` is an external-content
+  FTS5 index over ``doc.text`` (porter-stemmed unicode61): the text is stored once, the
+  index holds only postings, and ``reset_index`` can rebuild it from what remains.
+- ``index_cursor``: per log file, the byte offset indexed so far and the session's turn
+  number and taint there, so an incremental pass resumes exactly.
+- ``note``, ``page``, ``journal``, ``recall_log``: the memory itself; never touched by
+  ``reset_index``.
+
+Concurrency: one connection per store object, guarded by a lock, so a store may be
+handed between threads but runs one operation at a time. Other processes may use the same
+file: WAL lets readers run beside the one writer, writes take ``BEGIN IMMEDIATE`` and wait
+up to ``busy_timeout``. Index and recall-log writes commit with ``synchronous=NORMAL``
+(a power cut may lose the last few: the index is rebuilt from the logs, a lost recall only
+undercounts), which keeps an fsync out of every recall; notes, pages and the journal
+commit with ``FULL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import msgspec
+
+from tether.errors import StoreError, StoreVersionError
+from tether.ports import (
+    Hit,
+    HitKind,
+    IndexCursor,
+    JournalEntry,
+    LogRow,
+    Note,
+    Page,
+    RecallStat,
+)
+from tether.stores.migrations import MIGRATIONS, statements
+
+BUSY_TIMEOUT_MS = 10_000
+
+_LOG_KINDS = "('turn', 'summary')"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+_tags = msgspec.json.Decoder(tuple[str, ...])
+
+
+def _utc(time: datetime) -> datetime:
+    if time.tzinfo is None or time.utcoffset() is None:
+        raise ValueError(f"naive datetime {time.isoformat()}: times in the store are UTC")
+    return time.astimezone(UTC)
+
+
+def _iso(time: datetime) -> str:
+    """Fixed-width UTC text, so SQL ``max()`` and ``ORDER BY`` sort it by time."""
+    return _utc(time).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def _micros(time: datetime) -> int:
+    return (_utc(time) - _EPOCH) // _MICRO
+
+
+def _page_text(page: Page) -> str:
+    text = f"{page.title}\n{page.body}"
+    return f"{text}\ntags: {', '.join(page.tags)}" if page.tags else text
+
+
+class SqliteStore:
+    """``tether.ports.Store`` over one SQLite file. Use from one thread at a time (a lock
+    enforces it); close it when done (or use it as a context manager)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._sync: str | None = None
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self.path,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # the lock serialises use instead
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(self.path, f"cannot open the store: {exc}") from None
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        with self._errors("cannot open the store"):
+            c = self._c()
+            c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            version = self._user_version()
+            if version > len(MIGRATIONS):
+                raise StoreVersionError(self.path, version, len(MIGRATIONS))
+            mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(self.path, f"cannot use WAL journalling (got {mode})")
+            c.execute("PRAGMA cache_size = -32000")  # 32 MB: the FTS index's hot pages
+            self._migrate()
+
+    def _c(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(self.path, "the store is closed")
+        return self._conn
+
+    def _user_version(self) -> int:
+        return int(self._c().execute("PRAGMA user_version").fetchone()[0])
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """SQLite errors become StoreError naming the file and what we were doing."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(self.path, f"{doing}: {exc}") from None
+
+    @contextlib.contextmanager
+    def _write(self, doing: str, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction under the lock; rolled back on any error."""
+        with self._lock, self._errors(doing):
+            c = self._c()
+            sync = "FULL" if durable else "NORMAL"
+            if sync != self._sync:
+                c.execute(f"PRAGMA synchronous = {sync}")
+                self._sync = sync
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+
+    @contextlib.contextmanager
+    def _read(self, doing: str) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._errors(doing):
+            yield self._c()
+
+    def _migrate(self) -> None:
+        while True:
+            with self._write("migrating the schema") as c:
+                version = self._user_version()  # again: another process may have won
+                if version > len(MIGRATIONS):
+                    raise StoreVersionError(self.path, version, len(MIGRATIONS))
+                if version == len(MIGRATIONS):
+                    return
+                for statement in statements(MIGRATIONS[version]):
+                    c.execute(statement)
+                c.execute(f"PRAGMA user_version = {version + 1}")
+
+    def schema_version(self) -> int:
+        with self._read("reading the schema version"):
+            return self._user_version()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the index over session logs ---------------------------------------------------
+
+    def index_cursor(self, path: str) -> IndexCursor | None:
+        with self._read("reading an index cursor") as c:
+            row = c.execute(
+                "SELECT path, offset, turn, tainted, lines FROM index_cursor WHERE path = ?",
+                (path,),
+            ).fetchone()
+        return None if row is None else _cursor(row)
+
+    def index_cursors(self) -> dict[str, IndexCursor]:
+        with self._read("reading index cursors") as c:
+            rows = c.execute("SELECT path, offset, turn, tainted, lines FROM index_cursor")
+            return {r[0]: _cursor(r) for r in rows}
+
+    def index_log_rows(self, rows: Sequence[LogRow], cursor: IndexCursor) -> None:
+        self.index_logs([(rows, cursor)])
+
+    def index_logs(self, batch: Sequence[tuple[Sequence[LogRow], IndexCursor]]) -> None:
+        if not batch:
+            return
+        with self._write("indexing session logs", durable=False) as c:
+            first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
+            c.executemany(
+                "INSERT INTO doc (kind, session, epoch, turn, field, tainted, ref, time, text)"
+                " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                (
+                    (
+                        "summary" if r.field == "summary" else "turn",
+                        r.session,
+                        r.epoch,
+                        r.turn,
+                        r.field,
+                        int(r.tainted),
+                        _micros(r.time),
+                        r.text,
+                    )
+                    for rows, _ in batch
+                    for r in rows
+                ),
+            )
+            c.execute(
+                "INSERT INTO doc_fts (rowid, text) SELECT id, text FROM doc WHERE id >= ?",
+                (first,),
+            )
+            _count_docs(c, sum(len(rows) for rows, _ in batch))
+            c.executemany(
+                "INSERT INTO index_cursor (path, offset, lines, turn, tainted)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET"
+                " offset = excluded.offset, lines = excluded.lines, turn = excluded.turn,"
+                " tainted = excluded.tainted",
+                ((cur.path, cur.offset, cur.lines, cur.turn, int(cur.tainted)) for _, cur in batch),
+            )
+
+    def reset_index(self) -> None:
+        with self._write("resetting the index", durable=False) as c:
+            c.execute(f"DELETE FROM doc WHERE kind IN {_LOG_KINDS}")
+            c.execute(
+                "UPDATE stat SET value = (SELECT count(*) FROM doc WHERE ref IS NOT NULL)"
+                " WHERE name = 'doc_rows'"
+            )
+            # Rebuild from what is left (notes, pages): far cheaper than a 'delete' per row.
+            c.execute("INSERT INTO doc_fts (doc_fts) VALUES ('rebuild')")
+            c.execute("DELETE FROM index_cursor")
+
+    def optimize_index(self) -> None:
+        """Merge the FTS index into one segment (after a large re-index: faster queries)."""
+        with self._write("optimizing the index", durable=False) as c:
+            c.execute("INSERT INTO doc_fts (doc_fts) VALUES ('optimize')")
+
+    # -- notes and pages ---------------------------------------------------------------
+
+    def _index_memory(
+        self,
+        c: sqlite3.Connection,
+        *,
+        kind: HitKind,
+        ref: str,
+        text: str,
+        tainted: bool,
+        session: str | None,
+        time: datetime,
+    ) -> None:
+        """(Re)index one note or page: drop its old row from the index, add the new one."""
+        old = c.execute("SELECT id, text FROM doc WHERE ref = ?", (ref,)).fetchall()
+        for doc_id, old_text in old:
+            c.execute(
+                "INSERT INTO doc_fts (doc_fts, rowid, text) VALUES ('delete', ?, ?)",
+                (doc_id, old_text),
+            )
+            c.execute("DELETE FROM doc WHERE id = ?", (doc_id,))
+        _count_docs(c, 1 - len(old))
+        cur = c.execute(
+            "INSERT INTO doc (kind, session, tainted, ref, time, text) VALUES (?, ?, ?, ?, ?, ?)",
+            (kind, session, int(tainted), ref, _micros(time), text),
+        )
+        c.execute("INSERT INTO doc_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
+
+    def add_note(self, text: str, *, untrusted: bool, session: str | None, time: datetime) -> Note:
+        with self._write("writing a note") as c:
+            cur = c.execute(
+                "INSERT INTO note (text, untrusted, session, time) VALUES (?, ?, ?, ?)",
+                (text, int(untrusted), session, _iso(time)),
+            )
+            note_id = cast(int, cur.lastrowid)
+            self._index_memory(
+                c,
+                kind="note",
+                ref=f"note:{note_id}",
+                text=text,
+                tainted=untrusted,
+                session=session,
+                time=time,
+            )
+        return Note(id=note_id, text=text, untrusted=untrusted, session=session, time=_utc(time))
+
+    def notes(self) -> list[Note]:
+        with self._read("reading notes") as c:
+            rows = c.execute("SELECT id, text, untrusted, session, time FROM note ORDER BY id")
+            return [
+                Note(id=r[0], text=r[1], untrusted=bool(r[2]), session=r[3], time=_from_iso(r[4]))
+                for r in rows
+            ]
+
+    def put_page(self, page: Page) -> None:
+        """Create or replace the page with this slug, and its index row, atomically."""
+        with self._write(f"writing page {page.slug!r}") as c:
+            c.execute(
+                "INSERT INTO page (slug, title, body, tags, visibility, untrusted, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (slug) DO UPDATE SET"
+                " title = excluded.title, body = excluded.body, tags = excluded.tags,"
+                " visibility = excluded.visibility, untrusted = excluded.untrusted,"
+                " updated_at = excluded.updated_at",
+                (
+                    page.slug,
+                    page.title,
+                    page.body,
+                    msgspec.json.encode(list(page.tags)).decode(),
+                    page.visibility,
+                    int(page.untrusted),
+                    _iso(page.updated_at),
+                ),
+            )
+            self._index_memory(
+                c,
+                kind="page",
+                ref=f"page:{page.slug}",
+                text=_page_text(page),
+                tainted=page.untrusted,
+                session=None,
+                time=page.updated_at,
+            )
+
+    _PAGE_COLUMNS = "slug, title, body, tags, visibility, untrusted, updated_at"
+
+    def get_page(self, slug: str) -> Page | None:
+        with self._read(f"reading page {slug!r}") as c:
+            row = c.execute(
+                f"SELECT {self._PAGE_COLUMNS} FROM page WHERE slug = ?", (slug,)
+            ).fetchone()
+        return None if row is None else _page(row)
+
+    def pages(self) -> list[Page]:
+        with self._read("reading pages") as c:
+            return [
+                _page(r) for r in c.execute(f"SELECT {self._PAGE_COLUMNS} FROM page ORDER BY slug")
+            ]
+
+    # -- search ------------------------------------------------------------------------
+
+    _HIT_COLUMNS = "d.kind, d.session, d.turn, d.text, d.tainted, d.ref"
+
+    def search(self, match: str, k: int) -> list[Hit]:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        with self._read("searching (bad FTS expression?)") as c:
+            # bm25() ordered by SQLite's sorter measured ~20% faster than FTS5's own
+            # ORDER BY rank on this workload. bm25 is lower-is-better: score = -bm25.
+            rows = c.execute(
+                f"SELECT {self._HIT_COLUMNS}, f.score"
+                " FROM (SELECT rowid, bm25(doc_fts) AS score FROM doc_fts"
+                "       WHERE doc_fts MATCH ? ORDER BY score LIMIT ?) AS f"
+                " JOIN doc AS d ON d.id = f.rowid ORDER BY f.score, d.id",
+                (match, k),
+            ).fetchall()
+        return [_hit(r) for r in rows]
+
+    def newest(self, match: str, k: int, *, within: int | None = None) -> list[Hit]:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        with self._read("searching (bad FTS expression?)") as c:
+            floor = 0
+            if within is not None:
+                top = c.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()[0]
+                floor = int(top) - within
+            # Postings are in rowid order: FTS5 walks them backwards and stops after k.
+            rows = c.execute(
+                f"SELECT {self._HIT_COLUMNS}, 0.0"
+                " FROM (SELECT rowid FROM doc_fts WHERE doc_fts MATCH ? AND rowid > ?"
+                "       ORDER BY rowid DESC LIMIT ?) AS f"
+                " JOIN doc AS d ON d.id = f.rowid ORDER BY d.id DESC",
+                (match, floor, k),
+            ).fetchall()
+        return [_hit(r) for r in rows]
+
+    def row_count(self) -> int:
+        with self._read("counting indexed rows") as c:
+            row = c.execute("SELECT value FROM stat WHERE name = 'doc_rows'").fetchone()
+        return int(row[0])
+
+    def count_matches(self, matches: Sequence[str], cap: int) -> list[int]:
+        with self._read("counting matches (bad FTS expression?)") as c:
+            return [
+                int(
+                    c.execute(
+                        "SELECT count(*) FROM"
+                        " (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ? LIMIT ?)",
+                        (m, cap),
+                    ).fetchone()[0]
+                )
+                for m in matches
+            ]
+
+    # -- journal and recalls -----------------------------------------------------------
+
+    def journal_append(self, entry: JournalEntry) -> JournalEntry:
+        with self._write("writing the journal") as c:
+            cur = c.execute(
+                "INSERT INTO journal (time, who, session, action, target, before, after)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    _iso(entry.time),
+                    entry.who,
+                    entry.session,
+                    entry.action,
+                    entry.target,
+                    entry.before,
+                    entry.after,
+                ),
+            )
+        return msgspec.structs.replace(entry, id=cast(int, cur.lastrowid), time=_utc(entry.time))
+
+    def journal(self, limit: int | None = None) -> list[JournalEntry]:
+        """Entries oldest first; with ``limit``, only the newest ``limit`` of them."""
+        sql = "SELECT id, time, who, session, action, target, before, after FROM journal"
+        with self._read("reading the journal") as c:
+            if limit is None:
+                rows = c.execute(sql + " ORDER BY id").fetchall()
+            else:
+                rows = c.execute(sql + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+                rows.reverse()
+        return [
+            JournalEntry(
+                id=r[0],
+                time=_from_iso(r[1]),
+                who=r[2],
+                session=r[3],
+                action=r[4],
+                target=r[5],
+                before=r[6],
+                after=r[7],
+            )
+            for r in rows
+        ]
+
+    def record_recalls(self, refs: Sequence[str], time: datetime) -> None:
+        if not refs:
+            return
+        stamp = _iso(time)
+        with self._write("recording recalls", durable=False) as c:
+            c.executemany(
+                "INSERT INTO recall_log (ref, time) VALUES (?, ?)", ((r, stamp) for r in refs)
+            )
+
+    def recall_stats(self) -> dict[str, RecallStat]:
+        with self._read("reading recall counts") as c:
+            rows = c.execute("SELECT ref, count(*), max(time) FROM recall_log GROUP BY ref")
+            return {
+                r[0]: RecallStat(ref=r[0], count=r[1], last=_from_iso(r[2]) if r[2] else None)
+                for r in rows
+            }
+
+
+def _count_docs(c: sqlite3.Connection, delta: int) -> None:
+    if delta:
+        c.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
+
+
+def _cursor(row: Sequence[Any]) -> IndexCursor:
+    return IndexCursor(path=row[0], offset=row[1], turn=row[2], tainted=bool(row[3]), lines=row[4])
+
+
+def _page(row: Sequence[Any]) -> Page:
+    visibility = cast(Literal["private", "world"], row[4])
+    return Page(
+        slug=row[0],
+        title=row[1],
+        body=row[2],
+        tags=_tags.decode(row[3]),
+        visibility=visibility,
+        untrusted=bool(row[5]),
+        updated_at=_from_iso(row[6]),
+    )
+
+
+def _hit(row: Sequence[Any]) -> Hit:
+    kind, session, turn, text, tainted, ref, score = row
+    if kind in ("turn", "summary"):
+        ref = f"turn:{session}:{turn}"
+    else:
+        session, turn = None, None
+    return Hit(
+        kind=kind,
+        session=session,
+        turn=turn,
+        text=text,
+        tag="memory-tainted" if tainted else "memory",
+        score=-float(score),
+        ref=ref,
+    )

@@ -1,0 +1,1 @@
+"""Core tools: schemas (``schemas.py``) and their implementations (``box.py``)."""

@@ -1,0 +1,228 @@
+"""``sessions import``: a JSONL of history becomes sessions, all or nothing, and is found."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Ticker
+from tether.errors import ImportFormatError, NotFoundError
+from tether.memory.recall import recall
+from tether.records import Assistant, Baseline, SessionStart, User
+from tether.sessions import Session, list_sessions
+from tether.sessions.importer import import_jsonl
+from tether.stores.sqlite import SqliteStore
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def line(
+    session: str, role: str, text: str, time: str = "2024-03-02T10:00:00Z", **more: Any
+) -> str:
+    return json.dumps({"session": session, "role": role, "text": text, "time": time, **more})
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def store(home: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(home / "tether.db")
+    yield s
+    s.close()
+
+
+TWO_SESSIONS = [
+    line(
+        "trip",
+        "user",
+        "We booked the Lantern restaurant in Lisbon",
+        "2024-03-02T10:00:00+01:00",
+        speaker="ann",
+    ),
+    line("cat", "user", "I adopted a cat named Milo", "2024-03-05T08:00:00Z"),
+    line("trip", "assistant", "Enjoy the Lantern!", "2024-03-02T10:00:04+01:00"),
+    line("cat", "assistant", "Milo is a fine name", "2024-03-05T08:00:03Z"),
+    line("trip", "user", "Flight leaves at 9", "2024-03-02T10:05:00+01:00"),
+]
+
+
+def test_two_sessions_are_created_in_order_and_found(
+    home: Path, tmp_path: Path, store: SqliteStore
+) -> None:
+    src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
+    report = import_jsonl(home, src, now=NOW, store=store)
+    assert (report.sessions_created, report.sessions_appended) == (2, 0)
+    assert (report.turns, report.records, report.indexed_rows) == (3, 5, 5)
+    assert list_sessions(home) == ["cat", "trip"]
+
+    trip = Session.open(home, "trip")
+    assert trip.turns() == 2
+    start, *records = trip.records
+    assert isinstance(start, SessionStart)
+    assert start.time == datetime(2024, 3, 2, 9, 0, tzinfo=UTC)  # the first line's time, UTC
+    assert records == [
+        User(
+            time=datetime(2024, 3, 2, 9, 0, tzinfo=UTC),
+            text="We booked the Lantern restaurant in Lisbon",
+            speaker="ann",
+        ),
+        Assistant(time=datetime(2024, 3, 2, 9, 0, 4, tzinfo=UTC), text="Enjoy the Lantern!"),
+        User(time=datetime(2024, 3, 2, 9, 5, tzinfo=UTC), text="Flight leaves at 9"),
+    ]
+    # The baseline's system prompt is the home's config/system.md.
+    assert trip.baseline.system == (home / "config" / "system.md").read_text()
+
+    [hit] = recall(store, "Which restaurant did we book?", 1, time=NOW)
+    assert (hit.session, hit.turn) == ("trip", 1)
+    assert [(h.session, h.turn) for h in recall(store, "cat name", 1, time=NOW)] == [("cat", 1)]
+    assert store.journal()[-1].who == "import"
+
+
+def test_import_into_an_existing_session_appends(
+    home: Path, tmp_path: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = Session.create(
+        home, "cat", baseline=Baseline(system="mine", memory=""), slot=0, time=tick()
+    )
+    s.append(User(time=tick(), text="hello"), Assistant(time=tick(), text="hi"))
+    s.end_epoch(summary="greetings", baseline=Baseline(system="mine", memory=""), time=tick())
+    src = write(tmp_path / "in.jsonl", [line("cat", "user", "Milo chased a moth")])
+    report = import_jsonl(home, src, now=NOW, store=store)
+    assert (report.sessions_created, report.sessions_appended) == (0, 1)
+    again = Session.open(home, "cat")
+    assert again.epoch == 1
+    assert again.turns() == 2
+    assert again.baseline.system == "mine"
+    assert [r.text for r in again.records if isinstance(r, User)] == ["Milo chased a moth"]
+    [hit] = recall(store, "moth", 1, time=NOW)
+    assert (hit.session, hit.turn) == ("cat", 2)
+
+
+def test_a_malformed_line_in_the_middle_names_file_and_line_and_writes_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    src = write(
+        tmp_path / "in.jsonl",
+        [*TWO_SESSIONS[:3], '{"session": "trip", "role": ', *TWO_SESSIONS[3:]],
+    )
+    with pytest.raises(ImportFormatError) as info:
+        import_jsonl(home, src, now=NOW)
+    assert info.value.line == 4
+    assert str(info.value).startswith(f"{src}:4:")
+    assert list_sessions(home) == []
+    assert not any((home / "sessions").iterdir())
+    assert not (home / "tether.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        (line("s", "user", "x", "2024-03-02T10:00:00"), "timezone"),
+        (line("s", "bot", "x"), "role"),
+        (line("s", "user", "x", mood="fine"), "unknown field `mood`"),
+        (line("Not An Id", "user", "x"), "is not an id"),
+        (line("s", "assistant", "x", speaker="ann"), "speaker is only for role user"),
+        (json.dumps({"session": "s", "role": "user", "time": "2024-03-02T10:00:00Z"}), "text"),
+        (line("s", "user", "x", "yesterday"), "datetime"),
+    ],
+)
+def test_bad_lines_are_refused(home: Path, tmp_path: Path, bad: str, needle: str) -> None:
+    src = write(tmp_path / "in.jsonl", [line("s", "user", "fine"), bad])
+    with pytest.raises(ImportFormatError, match=needle) as info:
+        import_jsonl(home, src, now=NOW)
+    assert info.value.line == 2
+    assert info.value.exit_code == 2
+    assert list_sessions(home) == []
+
+
+def test_blank_lines_are_skipped_and_a_missing_file_is_not_found(
+    home: Path, tmp_path: Path, store: SqliteStore
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n" + line("s", "user", "kept") + "\n\n   \n")
+    assert import_jsonl(home, src, now=NOW, store=store).records == 1
+    with pytest.raises(NotFoundError, match="no import file"):
+        import_jsonl(home, tmp_path / "missing.jsonl", now=NOW, store=store)
+
+
+# -- the command line, as a user runs it ------------------------------------------------
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_HOME"}
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.mark.slow
+def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
+    src = write(tmp_path / "history.jsonl", TWO_SESSIONS)
+    out = run(home, "sessions", "import", str(src))
+    assert out.returncode == 0, out.stderr
+    assert "2 sessions created" in out.stdout
+
+    found = run(home, "memory", "recall", "Where did we book a restaurant?", "-k", "2", "--json")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert isinstance(hits, list)
+    assert hits[0] == {
+        "kind": "turn",
+        "session": "trip",
+        "turn": 1,
+        "text": "We booked the Lantern restaurant in Lisbon",
+        "tag": "memory",
+        "score": hits[0]["score"],
+    }
+    assert all(set(h) == {"kind", "session", "turn", "text", "tag", "score"} for h in hits)
+    assert isinstance(hits[0]["score"], float)
+    assert hits[0]["score"] > 0
+
+    # A turn written after the import is found: recall indexes incrementally first.
+    Session.open(home, "cat").append(
+        User(time=datetime(2024, 3, 6, tzinfo=UTC), text="Milo caught a grasshopper")
+    )
+    fresh = json.loads(run(home, "memory", "recall", "grasshopper", "--json").stdout)
+    assert [(h["session"], h["turn"]) for h in fresh] == [("cat", 2)]
+
+    human = run(home, "memory", "recall", "grasshopper")
+    assert human.returncode == 0
+    assert "cat#2" in human.stdout
+    assert "Milo caught a grasshopper" in human.stdout
+    nothing = run(home, "memory", "recall", 'AND OR NOT "(', "--json")
+    assert (nothing.returncode, json.loads(nothing.stdout)) == (0, [])
+
+
+@pytest.mark.slow
+def test_cli_errors_exit_2_with_file_and_line(home: Path, tmp_path: Path) -> None:
+    src = write(tmp_path / "bad.jsonl", [TWO_SESSIONS[0], line("x", "robot", "beep")])
+    out = run(home, "sessions", "import", str(src))
+    assert out.returncode == 2
+    assert f"{src}:2:" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert list_sessions(home) == []
+
+    missing = run(home, "sessions", "import", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2
+    assert "Traceback" not in missing.stderr
+
+    bad_k = run(home, "memory", "recall", "cats", "-k", "0")
+    assert bad_k.returncode == 2
+    assert "k must be at least 1" in bad_k.stderr
+    assert "Traceback" not in bad_k.stderr

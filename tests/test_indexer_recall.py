@@ -1,0 +1,295 @@
+"""Indexing session logs and recalling from them: epochs, taint, summaries, increments."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from conftest import Ticker
+from tether.errors import BadInputError
+from tether.memory.indexer import index_home, reindex
+from tether.memory.recall import recall
+from tether.ports import Hit, Page
+from tether.records import Assistant, Baseline, ToolCall, ToolResult, ToolSummary, User
+from tether.sessions import Session
+from tether.stores.sqlite import SqliteStore
+
+BASE = Baseline(system="You are tether.", memory="")
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(home: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(home / "tether.db")
+    yield s
+    s.close()
+
+
+def new(home: Path, tick: Ticker, sid: str = "s1") -> Session:
+    return Session.create(home, sid, baseline=BASE, slot=0, time=tick())
+
+
+def turn(s: Session, tick: Ticker, user: str, reply: str) -> None:
+    s.append(User(time=tick(), text=user), Assistant(time=tick(), text=reply))
+
+
+def where(hits: Sequence[Hit]) -> list[tuple[str | None, int | None, str]]:
+    return [(h.session, h.turn, h.tag) for h in hits]
+
+
+def test_recall_finds_an_earlier_epoch_with_session_turn_numbers(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "I adopted a cat named Milo in March", "Congratulations on Milo!")
+    turn(s, tick, "What should I cook tonight?", "Try a mushroom risotto.")
+    s.end_epoch(summary="cat and dinner", baseline=BASE, time=tick())
+    turn(s, tick, "Book the dentist for Tuesday", "Booked for Tuesday at 9.")
+    s.end_epoch(summary="dentist", baseline=BASE, time=tick())
+    turn(s, tick, "any news?", "none")
+
+    report = index_home(home, store)
+    assert report.errors == ()
+    assert report.files == 3
+
+    hits = recall(store, "When did I adopt my cat?", 3, time=NOW)
+    assert where(hits)[0] == ("s1", 1, "memory")
+    assert hits[0].text == "I adopted a cat named Milo in March"
+    assert where(recall(store, "dentist appointment", 3, time=NOW)) == [("s1", 3, "memory")]
+    assert where(recall(store, "risotto", 3, time=NOW)) == [("s1", 2, "memory")]
+
+
+def test_a_question_finds_the_turn_that_answers_it(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    a = new(home, tick, "garden")
+    turn(a, tick, "The tomatoes need watering every morning", "I'll remind you at 7.")
+    turn(a, tick, "Plant the basil next to the tomatoes", "Good companions.")
+    b = new(home, tick, "travel")
+    turn(b, tick, "We booked the Lantern restaurant in Lisbon for Friday", "Enjoy Lisbon!")
+    turn(b, tick, "My flight to Lisbon leaves from gate 12", "Noted.")
+    c = new(home, tick, "work")
+    turn(c, tick, "The database migration is scheduled for the 14th", "I'll track it.")
+    index_home(home, store)
+
+    top = recall(store, "What's the name of the restaurant we booked in Lisbon?", 3, time=NOW)
+    assert (top[0].session, top[0].turn) == ("travel", 1)
+    assert "Lantern" in top[0].text
+    top = recall(store, "when is the database migrating?", 3, time=NOW)
+    assert (top[0].session, top[0].turn) == ("work", 1)
+    top = recall(store, "how often do the tomatoes get water?", 3, time=NOW)
+    assert (top[0].session, top[0].turn) == ("garden", 1)
+
+
+def test_tainted_rows_are_tagged_and_taint_spans_epochs(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "otters before the fetch", "otters are fine")
+    s.append(
+        User(time=tick(), text="fetch that page"),
+        ToolCall(time=tick(), id="c1", name="http_fetch", args={"url": "http://example.org/p"}),
+        ToolResult(time=tick(), tool_call_id="c1", content="<html>", class_="web", untrusted=True),
+        Assistant(time=tick(), text="the page says otters hold hands"),
+    )
+    s.end_epoch(summary="otters", baseline=BASE, time=tick())
+    turn(s, tick, "more otters later", "otters again")
+    index_home(home, store)
+
+    tags = {h.turn: h.tag for h in recall(store, "otters", 10, time=NOW)}
+    assert tags == {1: "memory", 2: "memory-tainted", 3: "memory-tainted"}
+
+
+def test_raw_tool_results_are_never_found_but_summaries_are(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    s.append(
+        User(time=tick(), text="look it up"),
+        ToolCall(time=tick(), id="c1", name="lookup", args={"q": "weather"}),
+        ToolResult(
+            time=tick(),
+            tool_call_id="c1",
+            content="zanzibar raw payload",
+            class_="tool",
+            untrusted=False,
+        ),
+        ToolSummary(
+            time=tick(),
+            call="lookup",
+            tool_call_id="c1",
+            content="summary: sunny in quixotic valley",
+            class_="tool",
+            untrusted=False,
+        ),
+        ToolSummary(
+            time=tick(),
+            call="fetch",
+            tool_call_id="c2",
+            content="summary: gossip about xylophones",
+            class_="web",
+            untrusted=True,
+        ),
+    )
+    index_home(home, store)
+
+    assert recall(store, "zanzibar", 5, time=NOW) == []
+    [trusted] = recall(store, "quixotic", 5, time=NOW)
+    assert (trusted.kind, trusted.tag) == ("summary", "memory")
+    [untrusted] = recall(store, "xylophones", 5, time=NOW)
+    assert (untrusted.kind, untrusted.tag) == ("summary", "memory-tainted")
+    # The tool call itself (name and arguments) is searchable.
+    assert [h.turn for h in recall(store, "weather lookup", 5, time=NOW)] == [1]
+
+
+def test_incremental_pass_reads_only_new_lines_and_keeps_numbering(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "alpha one", "reply one")
+    turn(s, tick, "alpha two", "reply two")
+    first = index_home(home, store)
+    assert first.rows == 4
+
+    assert index_home(home, store).rows == 0  # nothing new, nothing re-read
+    s.end_epoch(summary="alphas", baseline=BASE, time=tick())
+    turn(s, tick, "alpha three", "reply three")
+    second = index_home(home, store)
+    assert second.rows == 2
+    turn(s, tick, "alpha four", "reply four")
+    assert index_home(home, store).rows == 2
+
+    hits = recall(store, "alpha", 10, time=NOW)
+    assert sorted(h.turn for h in hits if h.turn is not None) == [1, 2, 3, 4]  # no duplicates
+    assert {h.turn: h.text for h in hits}[4] == "alpha four"
+
+
+def test_a_torn_tail_is_indexed_once_it_is_complete(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "first words", "ok")
+    line = b'{"type":"User","time":"2026-11-01T09:30:00Z","text":"penguins waddle"}\n'
+    with s.log_path.open("ab") as f:
+        f.write(line[:30])  # a writer crashed, or is mid-append
+    index_home(home, store)
+    assert recall(store, "penguins", 5, time=NOW) == []
+    with s.log_path.open("ab") as f:
+        f.write(line[30:])
+    assert index_home(home, store).rows == 1
+    assert index_home(home, store).rows == 0
+    [hit] = recall(store, "penguins", 5, time=NOW)
+    assert (hit.turn, hit.text) == (2, "penguins waddle")
+
+
+def test_reindex_keeps_recall_counts_and_turns(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "kiwi smoothie recipe", "blend it")
+    s.end_epoch(summary="kiwi", baseline=BASE, time=tick())
+    turn(s, tick, "mango lassi", "yogurt")
+    store.add_note("kiwi allergy: none", untrusted=False, session=None, time=tick())
+    index_home(home, store)
+    before = recall(store, "kiwi", 5, time=NOW)
+    assert {h.ref for h in before} == {"turn:s1:1", "note:1"}
+
+    report = reindex(home, store)
+    assert report.rows == 4
+    after = recall(store, "kiwi", 5, time=NOW)
+    assert [(h.ref, h.text) for h in after] == [(h.ref, h.text) for h in before]
+    stats = store.recall_stats()
+    assert stats["turn:s1:1"].count == 2
+    assert stats["note:1"].count == 2
+    assert stats["turn:s1:1"].last == NOW
+    assert [h.turn for h in recall(store, "mango", 5, time=NOW)] == [2]
+
+
+def test_one_hit_per_turn_best_row_wins(home: Path, tick: Ticker, store: SqliteStore) -> None:
+    s = new(home, tick)
+    s.append(
+        User(time=tick(), text="llama llama llama"),
+        Assistant(time=tick(), text="a llama is a camelid, and this reply is much longer"),
+        ToolCall(time=tick(), id="c", name="note", args={"text": "llama facts"}),
+    )
+    turn(s, tick, "one llama more", "sure")
+    index_home(home, store)
+    hits = recall(store, "llama", 5, time=NOW)
+    assert [h.turn for h in hits] == [1, 2]
+    assert hits[0].text == "llama llama llama"
+
+
+def test_notes_and_pages_are_recalled_with_their_trust(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    store.add_note("the wifi password is on the fridge", untrusted=False, session=None, time=tick())
+    store.put_page(
+        Page(
+            slug="house/wifi",
+            title="Wifi",
+            body="router in the hall cupboard",
+            tags=("house",),
+            visibility="private",
+            untrusted=True,
+            updated_at=tick(),
+        )
+    )
+    hits = recall(store, "Where is the wifi router?", 5, time=NOW)
+    assert {(h.kind, h.ref, h.tag) for h in hits} == {
+        ("note", "note:1", "memory"),
+        ("page", "page:house/wifi", "memory-tainted"),
+    }
+
+
+def test_a_malformed_session_is_skipped_and_reported(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    good = new(home, tick, "good")
+    turn(good, tick, "walrus facts", "tusks")
+    bad = new(home, tick, "bad")
+    turn(bad, tick, "walrus too", "yes")
+    with bad.log_path.open("ab") as f:
+        f.write(b"not json\n")
+    report = index_home(home, store)
+    assert [sid for sid, _ in report.errors] == ["bad"]
+    assert f"{bad.log_path}:4:" in report.errors[0][1]
+    assert [h.session for h in recall(store, "walrus", 5, time=NOW)] == ["good"]
+
+
+def test_common_words_do_not_drown_the_rare_one(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    for i in range(12):
+        turn(s, tick, f"tea time number {i}", "tea is good")
+    turn(s, tick, "ginger tea with honey", "lovely")
+    index_home(home, store)
+    # With a budget of 5 rows, "tea" (25 rows) is too common to rank: "ginger" decides.
+    [hit] = recall(store, "tea with ginger", 1, time=NOW, budget=5)
+    assert hit.turn == 13
+    # Every word too common: the newest turns holding all of them.
+    hits = recall(store, "tea time", 3, time=NOW, budget=5)
+    assert [h.turn for h in hits] == [12, 11, 10]
+    assert all("tea time" in h.text for h in hits)
+    # ... or, when no row holds them all, the newest holding any of them.
+    hits = recall(store, "good number", 3, time=NOW, budget=5)
+    assert [h.turn for h in hits] == [12, 11, 10]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "what did I do?", "?!(*", "the and or"])
+def test_nothing_searchable_finds_nothing(
+    home: Path, tick: Ticker, store: SqliteStore, text: str
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "what did I do? the and or", "nothing much")
+    index_home(home, store)
+    assert recall(store, text, 5, time=NOW) == []
+    assert store.recall_stats() == {}
+
+
+def test_k_must_be_positive(store: SqliteStore) -> None:
+    with pytest.raises(BadInputError, match="k must be at least 1"):
+        recall(store, "anything", 0, time=NOW)
