@@ -7,6 +7,7 @@ log: at worst a User with no answer, which the next turn simply follows.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time as _time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from tether.errors import (
 )
 from tether.llm.types import CompletionRequest, Llm
 from tether.memory.identity import Identity
+from tether.memory.indexer import index_home
 from tether.ports import Clock, Store
 from tether.records import (
     Assistant,
@@ -43,6 +45,8 @@ from tether.sessions import Session
 from tether.testing.crash import crash_point
 from tether.tools import schemas
 from tether.tools.box import ToolBox, ToolContext
+
+log = logging.getLogger("tether.daemon")
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class TurnFailedError(TetherError):
         self.session = session
         self.kind = kind
         self.cause = cause
-        self.runbook = cause.runbook
+        self.runbook = cause.runbook or ("session-full" if kind == "session_full" else None)
 
 
 def _error_kind(exc: LlmError) -> TurnErrorKind:
@@ -144,17 +148,26 @@ class Agent:
         """
         async with self.busy.hold(sid):
             session = self.open_or_create(sid, slot)
-            await self._compact_if_due(session)
             try:
-                return await self._turn(session, text, speaker)
-            except TurnFailedError as exc:
-                if exc.kind != "session_full":
-                    raise
+                await self._compact_if_due(session)
                 try:
-                    await self.compactor.compact(session)
-                except CompactionFailedError as failed:
-                    raise TurnFailedError(session.id, "session_full", failed) from failed
-                return await self._turn(session, text, speaker)
+                    return await self._turn(session, text, speaker)
+                except TurnFailedError as exc:
+                    if exc.kind != "session_full":
+                        raise
+                    try:
+                        await self.compactor.compact(session)
+                    except CompactionFailedError as failed:
+                        raise TurnFailedError(session.id, "session_full", failed) from failed
+                    return await self._turn(session, text, speaker)
+            finally:
+                self._index(session.id)
+
+    def _index(self, sid: str) -> None:
+        """Make the turn's records findable by recall now (one session: cheap)."""
+        report = index_home(self.home, self.store, only=[sid])
+        for session, error in report.errors:
+            log.warning("index session=%s skipped: %s", session, error)
 
     def due(self, session: Session) -> bool:
         return session.ended or should_compact(

@@ -151,10 +151,18 @@ def _session_rows(
     return out
 
 
-def index_home(home: Path, store: Store, *, batch_rows: int = BATCH_ROWS) -> IndexReport:
+def index_home(
+    home: Path,
+    store: Store,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    only: Sequence[str] | None = None,
+) -> IndexReport:
     """Index what was appended to the home's session logs since the last pass.
 
-    A malformed session is skipped and reported; the others are indexed regardless.
+    ``only`` limits the pass to those sessions: the agent indexes the session it just
+    appended to, which stays cheap however many sessions the home holds. A malformed
+    session is skipped and reported; the others are indexed regardless.
     """
     cursors = store.index_cursors()
     pending: list[tuple[list[LogRow], IndexCursor]] = []
@@ -168,7 +176,7 @@ def index_home(home: Path, store: Store, *, batch_rows: int = BATCH_ROWS) -> Ind
             store.index_logs(pending)
         pending, pending_rows = [], 0
 
-    for sid in _session_ids(home):
+    for sid in _session_ids(home) if only is None else only:
         sessions += 1
         try:
             items = _session_rows(home, sid, cursors)

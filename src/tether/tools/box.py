@@ -81,7 +81,9 @@ class ToolBox:
     # -- memory ------------------------------------------------------------------------
 
     async def _recall(self, a: schemas.RecallArgs, ctx: ToolContext) -> ToolOutcome:
-        index_home(self.home, self.store)
+        # Other sessions are indexed after each of their turns; this one may have
+        # records from the turn in progress.
+        index_home(self.home, self.store, only=[ctx.session])
         hits = recall(self.store, a.query, a.k, time=ctx.time)
         if not hits:
             return ToolOutcome("no matches in memory", "memory", False)
