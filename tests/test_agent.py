@@ -84,6 +84,18 @@ async def test_chat_turn_uses_main_slot_and_cache_prompt(rt: Runtime, fake: Fake
     assert kinds == ["SessionStart", "User", "Assistant", "Usage"]
 
 
+async def test_replies_are_capped_at_max_tokens(home: Path, fake: FakeLlama) -> None:
+    runtime = build_runtime(home, configure(home, fake, "max_tokens = 16\n"), clock=StepClock())
+    try:
+        fake.script(Reply(content="word " * 200))
+        done = await runtime.agent.run_turn("chat", "ramble on")
+    finally:
+        await runtime.aclose()
+    assert fake.requests[0].body["max_tokens"] == 16
+    assert done.usage is not None
+    assert done.reply.count("word") <= 16
+
+
 async def test_second_turn_reuses_the_prefix(rt: Runtime, fake: FakeLlama) -> None:
     first = await rt.agent.run_turn("chat", "first message")
     second = await rt.agent.run_turn("chat", "second message")

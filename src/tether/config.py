@@ -36,6 +36,7 @@ class LlmConfig(_Section, frozen=True):
     model: str = ""
     model_path: str = ""
     timeout_s: Annotated[float, msgspec.Meta(gt=0.0)] = 120.0
+    max_tokens: Annotated[int, msgspec.Meta(ge=16)] = 1024
 
     def __post_init__(self) -> None:
         if self.backend != "embedded" and not re.match(r"https?://[^\s/]+", self.url):

@@ -140,6 +140,7 @@ class Compactor:
             messages=(*session.messages(), ChatMessage(role="user", content=self.prompt())),
             tools=(),
             slot=self.config.slots.background,
+            max_tokens=max(256, self.config.compact.summary_chars // 2),
         )
         try:
             async with self.gates.hold(self.config.slots.background):

@@ -201,6 +201,7 @@ class Agent:
                 messages=tuple(session.messages()),
                 tools=session.baseline.tools,
                 slot=session.slot,
+                max_tokens=self.config.llm.max_tokens,
             )
             try:
                 async with self.gates.hold(session.slot):

@@ -394,11 +394,22 @@ class FakeLlama:
         if reply.status != 200 or reply.error_body is not None:
             scripted = error_json(reply.status, "scripted error", "server_error")
             return reply.status, scripted if reply.error_body is None else reply.error_body, counts
+        limit = body.get("max_tokens")
+        truncated = False
+        if isinstance(limit, int) and limit > 0 and not reply.tool_calls:
+            # Like llama-server: generation stops at max_tokens, finish_reason "length".
+            content = pieces(reply.content)
+            if len(content) > limit:
+                reply = msgspec.structs.replace(reply, content="".join(content[:limit]))
+                truncated = True
         message = _reply_message(reply, served)
         reply_tokens = [*_body_tokens(message), IM_END]
         with self._lock:
             slot.tokens = [*tokens, *reply_tokens][: self.n_ctx]
-        return 200, _completion_json(body, message, served, counts, len(reply_tokens)), counts
+        payload = _completion_json(body, message, served, counts, len(reply_tokens))
+        if truncated:
+            payload["choices"][0]["finish_reason"] = "length"
+        return 200, payload, counts
 
 
 def _reply_message(reply: Reply, served: int) -> dict[str, Any]:
