@@ -58,8 +58,13 @@ def window(target_bytes: int) -> list[LogRecord]:
         elif k == 1:
             rec = ToolCall(time=t, id=f"c{i}", name="recall", args={"query": "garden plan"})
         elif k == 2:
-            rec = ToolResult(time=t, tool_call_id=f"c{i - 1}", content=PROSE * 2,
-                             class_="memory", untrusted=False)
+            rec = ToolResult(
+                time=t,
+                tool_call_id=f"c{i - 1}",
+                content=PROSE * 2,
+                class_="memory",
+                untrusted=False,
+            )
         elif k == 3:
             rec = Assistant(time=t, text=PROSE)
         else:
@@ -80,17 +85,20 @@ def bench_no_model(mib: float, repeat: int) -> None:
             home = Path(tmp)
             init_home(home)
             runtime = build_runtime(home, load_config(home), clock=StepClock())
-            session = Session.create(home, "bench", baseline=runtime.agent.new_baseline(),
-                                     slot=0, time=T0)
+            session = Session.create(
+                home, "bench", baseline=runtime.agent.new_baseline(), slot=0, time=T0
+            )
             write_atomic(session.log_path, session.log_path.read_bytes() + raw)
             session = Session.open(home, "bench")
             window_records = [x for x in session.records[1:]]
             start = time.perf_counter()
-            report = bank_window(home, "bench", window_records, epoch=0,
-                                 time=T0 + timedelta(days=1, seconds=r))
+            report = bank_window(
+                home, "bench", window_records, epoch=0, time=T0 + timedelta(days=1, seconds=r)
+            )
             baseline = runtime.agent.new_baseline()
-            session.end_epoch(summary=f"summary\n- {report.link}", baseline=baseline,
-                              time=T0 + timedelta(days=1))
+            session.end_epoch(
+                summary=f"summary\n- {report.link}", baseline=baseline, time=T0 + timedelta(days=1)
+            )
             times.append((time.perf_counter() - start) * 1000)
             asyncio.run(runtime.aclose())
             start = time.perf_counter()
@@ -100,11 +108,21 @@ def bench_no_model(mib: float, repeat: int) -> None:
             os.close(fd)
             floor.append((time.perf_counter() - start) * 1000)
     med, base = statistics.median(times), statistics.median(floor)
-    print(json.dumps({"figure": "compaction_no_model_ms_p50", "value": round(med, 1),
-                      "max": round(max(times), 1), "epoch_bytes": len(raw),
-                      "records": len(records), "baseline": "write+fsync of the same bytes",
-                      "baseline_value": round(base, 1), "ratio": round(med / base, 2),
-                      "goal": "< 100 ms"}))
+    print(
+        json.dumps(
+            {
+                "figure": "compaction_no_model_ms_p50",
+                "value": round(med, 1),
+                "max": round(max(times), 1),
+                "epoch_bytes": len(raw),
+                "records": len(records),
+                "baseline": "write+fsync of the same bytes",
+                "baseline_value": round(base, 1),
+                "ratio": round(med / base, 2),
+                "goal": "< 100 ms",
+            }
+        )
+    )
 
 
 async def _day(fake: FakeLlama, turns: int, mode: str) -> float:
@@ -120,11 +138,13 @@ async def _day(fake: FakeLlama, turns: int, mode: str) -> float:
                 await agent.run_turn("live", f"turn {i}: {PROSE[: 60 + (i % 7) * 10]}")
                 if mode != "no_background" and i % 3 == 2:
                     # Scheduled work of another session, then a compaction of a third.
-                    await agent.run_turn(f"job-{i}", f"scheduled check {i}: {PROSE}",
-                                         slot=background_slot)
+                    await agent.run_turn(
+                        f"job-{i}", f"scheduled check {i}: {PROSE}", slot=background_slot
+                    )
                     other = f"other-{i}"
-                    await agent.run_turn(other, f"side conversation {i}: {PROSE}",
-                                         slot=background_slot)
+                    await agent.run_turn(
+                        other, f"side conversation {i}: {PROSE}", slot=background_slot
+                    )
                     await agent.compact_now(other)
             live = Session.open(home, "live")
             usage = [r for n in live.epochs for r in _epoch_usage(home, n)]
@@ -148,13 +168,27 @@ def bench_cache_share(turns: int) -> None:
         with FakeLlama(n_ctx=262144, parallel=2) as fake:
             shares[mode] = asyncio.run(_day(fake, turns, mode))
     ours = shares["with_background"]
-    print(json.dumps({"figure": "main_slot_cache_share", "value": round(ours, 4),
-                      "turns": turns, "baseline": "same turns, no background work",
-                      "baseline_value": round(shares["no_background"], 4),
-                      "ratio": round(ours / shares["no_background"], 4)}))
-    print(json.dumps({"figure": "main_slot_cache_share_single_slot",
-                      "value": round(shares["single_slot"], 4),
-                      "note": "the same background work sent to the main slot"}))
+    print(
+        json.dumps(
+            {
+                "figure": "main_slot_cache_share",
+                "value": round(ours, 4),
+                "turns": turns,
+                "baseline": "same turns, no background work",
+                "baseline_value": round(shares["no_background"], 4),
+                "ratio": round(ours / shares["no_background"], 4),
+            }
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "figure": "main_slot_cache_share_single_slot",
+                "value": round(shares["single_slot"], 4),
+                "note": "the same background work sent to the main slot",
+            }
+        )
+    )
 
 
 def main() -> None:

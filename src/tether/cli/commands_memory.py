@@ -9,7 +9,7 @@ import msgspec
 
 from tether.cli.context import Context, pass_ctx
 from tether.memory.identity import Identity
-from tether.ports import JournalEntry
+from tether.memory.notes import write_note
 from tether.stores import open_store
 
 
@@ -98,18 +98,7 @@ def note_cmd(ctx: Context, text: str) -> None:
     store = open_store(ctx.home, ctx.config())
     try:
         now = _now()
-        note = store.add_note(text, untrusted=False, session=None, time=now)
-        store.journal_append(
-            JournalEntry(
-                time=now,
-                who="owner",
-                session=None,
-                action="note",
-                target=f"note:{note.id}",
-                before=None,
-                after=text,
-            )
-        )
+        note = write_note(store, text, untrusted=False, who="owner", session=None, time=now)
     finally:
         store.close()
     click.echo(f"wrote note {note.id}")

@@ -101,11 +101,7 @@ class Identity:
     ) -> list[Entry]:
         with self._locked():
             current = self.text()
-            entries = {e.id: e for e in parse_entries(current)}
-            missing = [i for i in ids if i not in entries]
-            if missing:
-                raise IdentityError(f"no identity entry with id {', '.join(missing)}")
-            removed = [entries[i] for i in ids]
+            removed = _pick(current, ids)
             self._write(_without(current, {e.id for e in removed}))
             for e in removed:
                 self._journal(
@@ -124,16 +120,21 @@ class Identity:
             raise IdentityError("consolidate needs the ids of the entries it replaces")
         with self._locked():
             current = self.text()
-            entries = {e.id: e for e in parse_entries(current)}
-            missing = [i for i in ids if i not in entries]
-            if missing:
-                raise IdentityError(f"no identity entry with id {', '.join(missing)}")
-            before = "\n".join(entries[i].text for i in ids)
+            before = "\n".join(e.text for e in _pick(current, ids))
             self._write(_without(current, set(ids), replace_first_with=f"- {text}"))
             self._journal(
                 "consolidate", before=before, after=text, who=who, session=session, time=time
             )
         return Entry(entry_id(text), text)
+
+
+def _pick(markdown: str, ids: Sequence[str]) -> list[Entry]:
+    """The entries named by ``ids``, in that order; any unknown id refuses the edit."""
+    entries = {e.id: e for e in parse_entries(markdown)}
+    missing = [i for i in ids if i not in entries]
+    if missing:
+        raise IdentityError(f"no identity entry with id {', '.join(missing)}")
+    return [entries[i] for i in ids]
 
 
 def _without(markdown: str, ids: set[str], replace_first_with: str | None = None) -> str:

@@ -19,8 +19,9 @@ from tether.config import Config
 from tether.errors import TetherError
 from tether.memory.identity import Identity
 from tether.memory.indexer import index_home
+from tether.memory.notes import write_note
 from tether.memory.recall import recall
-from tether.ports import JournalEntry, Store
+from tether.ports import Store
 from tether.sessions import Session
 from tether.tools import schemas
 
@@ -116,19 +117,13 @@ class ToolBox:
 
     async def _note(self, a: schemas.NoteArgs, ctx: ToolContext) -> ToolOutcome:
         # A note written by a tainted session may carry what it read: it is untrusted too.
-        note = self.store.add_note(
-            a.text, untrusted=ctx.untrusted, session=ctx.session, time=ctx.time
-        )
-        self.store.journal_append(
-            JournalEntry(
-                time=ctx.time,
-                who="agent",
-                session=ctx.session,
-                action="note",
-                target=f"note:{note.id}",
-                before=None,
-                after=a.text,
-            )
+        note = write_note(
+            self.store,
+            a.text,
+            untrusted=ctx.untrusted,
+            who="agent",
+            session=ctx.session,
+            time=ctx.time,
         )
         label = "untrusted " if note.untrusted else ""
         return ToolOutcome(f"wrote {label}note {note.id}", "note", False)

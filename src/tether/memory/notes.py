@@ -1,0 +1,29 @@
+"""Notes: agent- or owner-written facts worth finding later, trusted or not, journalled."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tether.errors import BadInputError
+from tether.ports import JournalEntry, Note, Store
+
+
+def write_note(
+    store: Store, text: str, *, untrusted: bool, who: str, session: str | None, time: datetime
+) -> Note:
+    """Store a note and journal the write (who, which session, the text)."""
+    if not text.strip():
+        raise BadInputError("a note needs some text")
+    note = store.add_note(text, untrusted=untrusted, session=session, time=time)
+    store.journal_append(
+        JournalEntry(
+            time=time,
+            who=who,
+            session=session,
+            action="note",
+            target=f"note:{note.id}",
+            before=None,
+            after=text,
+        )
+    )
+    return note
