@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tether.daemon.api import DaemonClient
 from tether.home import init_home
 from tether.records import Assistant, ToolCall, ToolResult, User
 from tether.sessions import Session
@@ -67,13 +68,17 @@ class Daemon:
             text=True,
             env=_env(env),
         )
-        sock = home / "run" / "tether.sock"
+        # Wait until this daemon answers: a socket file left by a killed one may exist.
+        client = DaemonClient(home, timeout_s=5)
         deadline = time.monotonic() + 20
-        while not sock.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                _, err = self.proc.communicate(timeout=5)
-                raise AssertionError(f"daemon did not start: {err}")
-            time.sleep(0.02)
+        try:
+            while not client.alive():
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    _, err = self.proc.communicate(timeout=5)
+                    raise AssertionError(f"daemon did not start: {err}")
+                time.sleep(0.02)
+        finally:
+            client.close()
 
     def stop(self) -> tuple[int, str]:
         if self.proc.poll() is None:

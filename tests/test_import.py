@@ -208,6 +208,13 @@ def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
     nothing = run(home, "memory", "recall", 'AND OR NOT "(', "--json")
     assert (nothing.returncode, json.loads(nothing.stdout)) == (0, [])
 
+    # "Milo" is in half the rows: FTS5's idf is 0 there, yet the score still means something.
+    milo = run(home, "memory", "recall", "Milo", "--json")
+    scores = [h["score"] for h in json.loads(milo.stdout)]
+    assert len(scores) == 2
+    assert all(s >= 0.01 for s in scores)
+    assert " 0.00 " not in run(home, "memory", "recall", "Milo").stdout
+
 
 @pytest.mark.slow
 def test_cli_errors_exit_2_with_file_and_line(home: Path, tmp_path: Path) -> None:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from conftest import Ticker
+from tether.core import query
 from tether.errors import BadInputError
+from tether.home import init_home
 from tether.memory.indexer import index_home, reindex
-from tether.memory.recall import recall
+from tether.memory.recall import recall, recall_sessions
 from tether.ports import Hit, Page
 from tether.records import Assistant, Baseline, ToolCall, ToolResult, ToolSummary, User
 from tether.sessions import Session
@@ -293,3 +297,148 @@ def test_nothing_searchable_finds_nothing(
 def test_k_must_be_positive(store: SqliteStore) -> None:
     with pytest.raises(BadInputError, match="k must be at least 1"):
         recall(store, "anything", 0, time=NOW)
+
+
+# -- ranking a natural-language question ------------------------------------------------
+
+
+def test_the_owners_words_outrank_a_reply_that_repeats_them(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "My sister's wedding is in Porto in June", "Lovely!")
+    turn(
+        s,
+        tick,
+        "What should I pack?",
+        "For a wedding in Porto pack light: Porto in June is warm, and a wedding there...",
+    )
+    index_home(home, store)
+    hits = recall(store, "where is my sister's wedding?", 2, time=NOW)
+    assert [h.turn for h in hits] == [1, 2]
+    assert hits[0].text == "My sister's wedding is in Porto in June"
+
+
+def test_scores_are_positive_even_when_every_row_holds_the_word(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "llama wool socks", "llama wool is warm")
+    index_home(home, store)
+    [hit] = recall(store, "llama", 5, time=NOW)
+    assert hit.score > 0.01  # FTS5's own idf is 0 here: the score used to print as 0.00
+    more = recall(store, "llama wool socks", 5, time=NOW)
+    assert more[0].score > hit.score  # more of the question found, higher score
+
+
+def test_a_question_in_another_tense_finds_the_turn(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "I bought a red kayak at the harbour shop", "Nice!")
+    turn(s, tick, "The harbour is busy today", "Indeed.")
+    index_home(home, store)
+    top = recall(store, "What did I buy at the harbour?", 2, time=NOW)
+    assert top[0].turn == 1
+    assert recall(store, "how many fish did Milo catch", 1, time=NOW) == []
+
+
+def test_a_named_period_lifts_what_was_said_in_it(home: Path, store: SqliteStore) -> None:
+    old = Session.create(home, "old", baseline=BASE, slot=0, time=NOW - timedelta(days=30))
+    old.append(
+        User(time=NOW - timedelta(days=30), text="I cooked a mushroom risotto"),
+        Assistant(time=NOW - timedelta(days=30), text="Yum"),
+    )
+    recent = Session.create(home, "recent", baseline=BASE, slot=0, time=NOW - timedelta(days=8))
+    recent.append(
+        User(time=NOW - timedelta(days=8), text="I cooked a risotto"),
+        Assistant(time=NOW - timedelta(days=8), text="Yum"),
+    )
+    index_home(home, store)
+    assert recall(store, "what mushroom risotto did I cook?", 1, time=NOW)[0].session == "old"
+    last_week = recall(store, "what mushroom risotto did I cook last week?", 2, time=NOW)
+    assert [h.session for h in last_week] == ["recent", "old"]
+    a_month_ago = recall(store, "the risotto I cooked a month ago", 2, time=NOW)
+    assert a_month_ago[0].session == "old"
+
+
+def test_sessions_rank_a_conversation_that_keeps_coming_back_to_it(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    once = new(home, tick, "once")
+    turn(once, tick, "The garden shed roof leaks", "Patch it.")
+    turn(once, tick, "Anything else?", "No.")
+    often = new(home, tick, "often")
+    turn(often, tick, "The shed needs a new roof", "Felt or tiles?")
+    turn(often, tick, "Felt, for the shed", "Good choice.")
+    turn(often, tick, "The shed roof is done", "Great.")
+    index_home(home, store)
+    sessions = recall_sessions(store, "shed roof", 5, time=NOW)
+    assert [s.session for s in sessions] == ["often", "once"]
+    assert [h.turn for h in sessions[0].turns][2:] == [2]  # the one with "shed" only is last
+    assert all(h.session == "often" for h in sessions[0].turns)
+    assert sessions[0].score > sessions[1].score > 0
+    assert recall_sessions(store, "", 5, time=NOW) == []
+    with pytest.raises(BadInputError, match="k must be at least 1"):
+        recall_sessions(store, "shed", 0, time=NOW)
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
+    """A real home with a few sessions, a note and a page, shared by the property test."""
+    home = tmp_path_factory.mktemp("filled") / "home"
+    init_home(home)
+    tick = Ticker()
+    s = Session.create(home, "s1", baseline=BASE, slot=0, time=tick())
+    for user, reply in [
+        ("I adopted a cat named Milo in March", "Congratulations on Milo!"),
+        ('near the river AND the old mill, "quoted" (parens', "NEAR(it) OR NOT"),
+        ("naïve café in Straße 5 with emoji 🐈", "😀 ok"),
+        ("under_score words: and * stars ^ carets", "-minus +plus {braces}"),
+    ]:
+        turn(s, tick, user, reply)
+    store = SqliteStore(home / "tether.db")
+    store.add_note(
+        "the spare key is under the blue pot", untrusted=False, session=None, time=tick()
+    )
+    index_home(home, store)
+    yield store
+    store.close()
+
+
+FTS_SYNTAX = [*"\"*^:()-+{}.,;'", "AND", "OR", "NOT", "NEAR", "NEAR(", "text:", "body:", " ", "é"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(),
+        st.lists(st.sampled_from([*FTS_SYNTAX, "cat", "milo", "river", "🐈", "日本語"])).map(
+            "".join
+        ),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"])),
+    ),
+    st.integers(1, 20),
+)
+@example("", 5)
+@example('"', 5)
+@example("((( NEAR(a b, 3) AND OR NOT *", 5)
+@example('body:cat aside:milo {body}: "milo" ^cat', 5)
+@example("🐈🐈🐈 😀", 5)
+@example("cat* m* * ** mil*", 5)
+@example('"the old mill" "unbalanced', 5)
+@example("what did I buy last week? two weeks ago in March 10 days ago", 5)
+@example("river " * 2000, 5)  # 12 KB
+@example(" ".join(f'w{i} NEAR( "x{i}" AND' for i in range(1200)), 5)
+def test_any_question_gets_hits_or_nothing_never_an_error(
+    filled: SqliteStore, text: str, k: int
+) -> None:
+    hits = recall(filled, text, k, time=NOW)
+    assert len(hits) <= k
+    assert all(h.score > 0 for h in hits)
+    assert len({h.ref for h in hits}) == len(hits)
+    sessions = recall_sessions(filled, text, k, time=NOW)
+    assert len(sessions) <= k
+    if not query.terms(text):
+        assert hits == []
+        assert sessions == []

@@ -46,6 +46,14 @@ def accepted(store: SqliteStore, expression: str) -> None:
     store.count_matches([expression], 10)
 
 
+def run_plan(store: SqliteStore, attempts: tuple[query.Attempt, ...]) -> None:
+    for attempt in attempts:
+        if attempt.mode == "rank":
+            store.search_terms(attempt.ranked, 3, aside=0.3)
+        else:
+            store.newest(attempt.match, 3, within=attempt.within)
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     st.one_of(
@@ -61,6 +69,7 @@ def accepted(store: SqliteStore, expression: str) -> None:
 @example("🐈🐈🐈", None)
 @example("_", None)
 @example("a\u0301b", None)
+@example('"NEAR(a" "b) AND" cat* *milo ** "" "x"*', None)
 def test_any_text_is_none_or_an_expression_fts5_accepts(
     fts: SqliteStore, text: str, prefix_min: int | None
 ) -> None:
@@ -69,10 +78,12 @@ def test_any_text_is_none_or_an_expression_fts5_accepts(
         assert query.terms(text) == ()
         return
     accepted(fts, expression)
-    words = query.terms(text)
-    counts = [len(w) % 3 * 3000 for w in words]  # some zero, some over budget, some under
-    for attempt in query.plan(words, counts, budget=4000, prefix_min=prefix_min):
-        accepted(fts, attempt.match)
+    terms = query.analyse(text)
+    for term in terms:
+        accepted(fts, term.expr)
+    counts = [len(t.expr) % 3 * 3000 for t in terms]  # some zero, some over budget, some under
+    run_plan(fts, query.plan(terms, counts, budget=4000, total=10**6))
+    run_plan(fts, query.plan(terms, [1] * len(terms), budget=4000, total=4))
 
 
 def test_fts_operators_and_quotes_are_plain_words(fts: SqliteStore) -> None:
@@ -160,24 +171,77 @@ def test_diacritics_fold(fts: SqliteStore) -> None:
     assert [h.turn for h in hits] == [3]
 
 
+# -- analysis ---------------------------------------------------------------------------
+
+
+def exprs(text: str) -> list[tuple[str, str | None, float]]:
+    return [(t.expr, t.word, t.weight) for t in query.analyse(text)]
+
+
+def test_analyse_adds_a_verbs_irregular_forms_at_a_lower_weight() -> None:
+    half = query.VARIANT_WEIGHT
+    assert exprs("What did I buy for Ann?") == [
+        ('"buy"', "buy", 1.0),
+        ('"ann"', "ann", 1.0),
+        ('"bought"', "bought", half),
+    ]
+    # Forms already asked for, and forms that are stop words, are not added twice.
+    assert [w for _, w, _ in exprs("bought buy")] == ["bought", "buy"]
+
+
+def test_analyse_honours_quoted_phrases_and_prefixes() -> None:
+    assert exprs('the "Ethereal Dreams" painting, photo* and a*') == [
+        ('"ethereal"', "ethereal", 1.0),
+        ('"dreams"', "dreams", 1.0),
+        ('"painting"', "painting", 1.0),
+        ('"photo"*', None, 1.0),
+        ('"ethereal dreams"', None, 1.0),
+    ]
+    # Curly quotes too; one word in quotes is just a word.
+    assert ('"lovers unite"', None, 1.0) in exprs("“Lovers Unite” meetup")
+    assert [e for e, _, _ in exprs('"milo"')] == ['"milo"']
+
+
+def test_phrases_and_prefixes_find_what_they_say(fts: SqliteStore) -> None:
+    [phrase] = [t for t in query.analyse('"old mill"') if t.word is None]
+    assert [h.turn for h in fts.search(phrase.expr, 5)] == [2]
+    [prefix] = query.analyse("mil*")
+    assert {h.turn for h in fts.search(prefix.expr, 5)} == {1, 2}
+
+
 # -- plan -------------------------------------------------------------------------------
+
+
+def words(*ws: str) -> list[query.Term]:
+    return [query.Term(query.quote(w), w) for w in ws]
 
 
 def test_plan_ranks_the_rare_terms_and_the_common_only_reorder() -> None:
     [attempt] = query.plan(
-        ["time", "garden", "milo"], [90_000, 1_500, 12], budget=4000, total=1_000_000
+        words("time", "garden", "milo"), [90_000, 1_500, 12], budget=4000, total=1_000_000
     )
-    assert (attempt.match, attempt.mode) == ('"garden" OR "milo"', "rank")
+    assert attempt.mode == "rank"
+    assert [e for e, _ in attempt.ranked] == ['"garden"', '"milo"']
     [(word, weight)] = attempt.also
     assert word == "time"
-    assert weight == pytest.approx(math.log(910_000.5 / 90_000.5))
+    assert weight == pytest.approx(math.log(1 + 910_000.5 / 90_000.5))
+
+
+def test_plan_rescales_bm25_to_a_positive_idf_times_the_weight() -> None:
+    terms = [query.Term('"cat"', "cat"), query.Term('"caught"', "caught", 0.5)]
+    [attempt] = query.plan(terms, [3, 3], budget=10, total=4)
+    # In 3 of 4 rows FTS5's idf is floored at 1e-6: the multiplier restores Lucene's.
+    (_, cat), (_, caught) = attempt.ranked
+    assert cat == pytest.approx(query.idf(3, 4) / 1e-6)
+    assert caught == pytest.approx(cat / 2)
+    assert query.idf(3, 4) > 0
 
 
 def test_plan_keeps_adding_terms_while_they_fit_the_budget() -> None:
-    attempts = query.plan(["a1", "b2", "c3"], [1000, 2000, 1000], budget=4000, total=10**6)
-    assert attempts == (query.Attempt('"a1" OR "b2" OR "c3"'),)
-    [attempt] = query.plan(["a1", "b2", "c3"], [1000, 2500, 1000], budget=4000, total=10**6)
-    assert attempt.match == '"a1" OR "c3"'
+    [attempt] = query.plan(words("a1", "b2", "c3"), [1000, 2000, 1000], budget=4000, total=10**6)
+    assert [e for e, _ in attempt.ranked] == ['"a1"', '"b2"', '"c3"']
+    [attempt] = query.plan(words("a1", "b2", "c3"), [1000, 2500, 1000], budget=4000, total=10**6)
+    assert [e for e, _ in attempt.ranked] == ['"a1"', '"c3"']
     assert [w for w, _ in attempt.also] == ["b2"]
 
 
@@ -188,30 +252,33 @@ def test_bonus_counts_each_common_word_a_row_holds_once() -> None:
     assert query.bonus("anything", ()) == 0.0
 
 
-def test_weight_is_bm25_idf_and_never_negative() -> None:
-    assert query.weight(10, 1000) > query.weight(100, 1000) > 0
-    assert query.weight(900, 1000) == pytest.approx(1e-6)
-    assert query.weight(50, 0) == pytest.approx(1e-6)  # unknown total: no weight, no error
+def test_idf_is_positive_and_fts5s_never_negative() -> None:
+    assert query.fts5_idf(10, 1000) > query.fts5_idf(100, 1000) > 0
+    assert query.fts5_idf(900, 1000) == pytest.approx(1e-6)
+    assert query.fts5_idf(50, 0) == pytest.approx(1e-6)  # unknown total: no weight, no error
+    assert query.idf(10, 1000) > query.idf(900, 1000) > query.idf(1000, 1000) > 0
+    assert query.weight(10, 1000) == query.fts5_idf(10, 1000)
 
 
 def test_plan_when_every_term_is_common_takes_the_newest_with_all_then_any() -> None:
-    all_, any_ = query.plan(["time", "people"], [90_000, 50_000], budget=4000, total=10**6)
+    all_, any_ = query.plan(words("time", "people"), [90_000, 50_000], budget=4000, total=10**6)
     assert (all_.match, all_.mode, all_.within) == ('"time" AND "people"', "newest", 400_000)
     assert (any_.match, any_.mode, any_.within) == ('"time" OR "people"', "newest", None)
     assert [w for w, _ in all_.also] == [w for w, _ in any_.also] == ["time", "people"]
     assert all_.also[1][1] > all_.also[0][1]  # the less common word weighs more
-    [alone] = query.plan(["time"], [90_000], budget=4000, total=10**6)
+    [alone] = query.plan(words("time"), [90_000], budget=4000, total=10**6)
     assert (alone.match, alone.mode) == ('"time"', "newest")
 
 
 def test_plan_drops_terms_that_match_nothing() -> None:
-    assert query.plan(["zzz", "milo"], [0, 3], budget=10) == (query.Attempt('"milo"'),)
-    assert query.plan(["zzz"], [0], budget=10) == ()
+    [attempt] = query.plan(words("zzz", "milo"), [0, 3], budget=10)
+    assert [e for e, _ in attempt.ranked] == ['"milo"']
+    assert query.plan(words("zzz"), [0], budget=10) == ()
     assert query.plan([], [], budget=10) == ()
 
 
 def test_plan_checks_its_arguments() -> None:
-    with pytest.raises(ValueError, match="one count per word"):
-        query.plan(["a"], [], budget=10)
+    with pytest.raises(ValueError, match="one count per term"):
+        query.plan(words("a"), [], budget=10)
     with pytest.raises(ValueError, match="budget"):
-        query.plan(["a"], [1], budget=0)
+        query.plan(words("a"), [1], budget=0)

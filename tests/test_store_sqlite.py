@@ -14,7 +14,7 @@ from tether.config import Config, StoreConfig
 from tether.errors import BadInputError, StoreError, StoreVersionError
 from tether.ports import IndexCursor, JournalEntry, LogField, LogRow, Page
 from tether.stores import open_store
-from tether.stores.migrations import MIGRATIONS
+from tether.stores.migrations import MIGRATIONS, statements
 from tether.stores.sqlite import SqliteStore
 
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
@@ -320,3 +320,34 @@ def test_naive_times_are_refused(store: SqliteStore) -> None:
     with pytest.raises(ValueError, match="naive"):
         store.add_note("x", untrusted=False, session=None, time=datetime(2026, 1, 1))
     assert store.notes() == []
+
+
+def test_a_version_1_store_upgrades_and_keeps_its_index(db_path: Path) -> None:
+    """A home indexed before the index had a column per field is rebuilt on first open."""
+    conn = raw(db_path)
+    for statement in statements(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    for i, (field, text) in enumerate(
+        [("user", "the kayak is red"), ("assistant", "a red kayak, a red kayak!")], start=1
+    ):
+        conn.execute(
+            "INSERT INTO doc (id, kind, session, epoch, turn, field, tainted, time, text)"
+            " VALUES (?, 'turn', 's1', 0, ?, ?, 0, 0, ?)",
+            (i, i, field, text),
+        )
+        conn.execute("INSERT INTO doc_fts (rowid, text) VALUES (?, ?)", (i, text))
+    conn.execute("UPDATE stat SET value = 2 WHERE name = 'doc_rows'")
+    conn.commit()
+    conn.close()
+
+    with SqliteStore(db_path) as store:
+        assert store.schema_version() == len(MIGRATIONS) >= 2
+        assert [h.turn for h in store.search('"kayak"', 5)] == [2, 1]  # both fields alike
+        # Weighed by field, the owner's words win over a reply that repeats them.
+        found = store.search_terms([('"kayak"', 1.0), ('"red"', 1.0)], 5, aside=0.3)
+        assert [(f.turn, f.field) for f in found] == [(1, "user"), (2, "assistant")]
+        assert all(f.score > 0 for f in found)
+        only_owner = store.search_terms([('"kayak"', 1.0)], 5, aside=0.0)
+        assert [f.turn for f in only_owner] == [1, 2]
+        assert only_owner[1].score == 0.0

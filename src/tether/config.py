@@ -104,6 +104,13 @@ class ToolsConfig(_Section, frozen=True):
 class SweepConfig(_Section, frozen=True):
     enabled: bool = False
     kill_switch: bool = False
+    #: Owner ids in the rollout cohort; "*" is every owner. Anything else is out.
+    cohort: tuple[str, ...] = ("*",)
+
+    def __post_init__(self) -> None:
+        for owner in self.cohort:
+            if owner != "*" and not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", owner):
+                raise ValueError(f'Expected owner ids or "*", got {owner!r} - at `$.cohort`')
 
 
 class Config(_Section, frozen=True):

@@ -7,7 +7,8 @@
     │   ├── ConfigError              tether.toml (file, dotted key, what was expected)
     │   ├── InvalidIdError           a session id (or other name) outside its grammar
     │   ├── AllowListError           a .tether-scan-allow line that is no fingerprint (file, line)
-    │   └── ImportFormatError        a line of an import file (file and line)
+    │   ├── ImportFormatError        a line of an import file (file and line)
+    │   └── ExtraMissingError        an optional extra is not installed (extra, how to install)
     ├── NotFoundError                exit 2: a home, session or file that does not exist
     ├── StoreError                   the store (tether.db) cannot be opened or used (path)
     │   └── StoreVersionError        a database migrated by a newer tether (its version, ours)
@@ -21,7 +22,11 @@
         ├── ContextFullError         the prompt does not fit the slot (n_prompt_tokens, n_ctx)
         ├── LlmUnreachableError      connection refused, DNS, reset
         ├── LlmTimeoutError          no reply within [llm] timeout_s
-        └── LlmProtocolError         a reply we cannot read (HTTP status, body excerpt)
+        ├── LlmProtocolError         a reply we cannot read (HTTP status, body excerpt)
+        └── EmbeddedModelError       the in-process model cannot be loaded or run (path)
+
+The daily memory sweep's errors (zones, dates, owners, fencing, packets) hang off this
+tree in ``tether.core.sweep.errors``, drawn there.
 
 Every error carries the context a user needs to act on it (file, line, key, slot) as
 attributes, and its message says the same in words. ``runbook`` names an entry of
@@ -97,6 +102,17 @@ class ImportFormatError(BadInputError):
         self.path = Path(path)
         self.line = line
         self.problem = problem
+
+
+class ExtraMissingError(BadInputError):
+    """A feature needs an optional extra (``pip install tether[NAME]``) that is not installed."""
+
+    def __init__(self, extra: str, feature: str, missing: str, how: str) -> None:
+        super().__init__(f"{feature} needs the extra tether[{extra}] ({missing} is missing): {how}")
+        self.extra = extra
+        self.feature = feature
+        self.missing = missing
+        self.how = how
 
 
 class NotFoundError(TetherError):
@@ -224,4 +240,13 @@ class LlmProtocolError(LlmError):
         super().__init__(f"inference server {url} answered HTTP {status}: {problem}")
         self.url = url
         self.status = status
+        self.problem = problem
+
+
+class EmbeddedModelError(LlmError):
+    """The in-process model (``[llm] backend = "embedded"``) cannot be loaded or run."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        super().__init__(f"embedded model {path}: {problem}")
+        self.path = Path(path)
         self.problem = problem

@@ -9,10 +9,13 @@ contract and pass the same tests.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from contextlib import AbstractContextManager
+from datetime import date, datetime
 from typing import Literal, Protocol
 
 import msgspec
+
+from tether.core.sweep import state as _sweep
 
 HitKind = Literal["turn", "summary", "page", "fact", "note"]
 Tag = Literal["memory", "memory-tainted"]
@@ -32,6 +35,24 @@ class Hit(msgspec.Struct, frozen=True):
     #: Stable key of what was found (``note:12``, ``page:slug``, ``turn:s1:4``), used by
     #: the recalls log so counts survive a re-index.
     ref: str
+
+
+class Found(msgspec.Struct, frozen=True):
+    """One indexed row a search found, with what ranking needs (``core.ranking``).
+
+    ``score``: positive, higher is better (0 from ``newest``, which does not rank);
+    ``ref``: ``turn:<session>:<turn>`` for log rows, as in ``Hit``."""
+
+    id: int
+    kind: HitKind
+    session: str | None
+    turn: int | None
+    field: LogField | None
+    tainted: bool
+    ref: str
+    time: datetime
+    text: str
+    score: float
 
 
 class LogRow(msgspec.Struct, frozen=True):
@@ -143,7 +164,15 @@ class Store(Protocol):
         """Run an FTS match expression (built by ``core.query``; never raw user text),
         ranked by bm25, best first."""
 
-    def newest(self, match: str, k: int, *, within: int | None = None) -> list[Hit]:
+    def search_terms(
+        self, terms: Sequence[tuple[str, float]], k: int, *, aside: float
+    ) -> list[Found]:
+        """The ``k`` best rows any of ``terms`` (FTS match expression, multiplier) finds,
+        scored by the sum over the terms of multiplier x bm25, where a term's matches in
+        assistant replies, tool calls and tool summaries count ``aside`` of those in the
+        owner's text, notes and pages. Best first."""
+
+    def newest(self, match: str, k: int, *, within: int | None = None) -> list[Found]:
         """The ``k`` most recently indexed rows ``match`` finds, newest first, unscored
         (score 0), looking only among the last ``within`` indexed rows when given. No
         ranking work: what recall uses when every word of a query is very common."""
@@ -163,3 +192,78 @@ class Store(Protocol):
     def record_recalls(self, refs: Sequence[str], time: datetime) -> None: ...
 
     def recall_stats(self) -> dict[str, RecallStat]: ...
+
+
+# -- the daily memory sweep ------------------------------------------------------------
+# Rows are the Structs of ``tether.core.sweep.state``. The port is deliberately dumb: row
+# reads and writes inside one transaction; the rules (fencing, claims, authority) live in
+# ``tether.sweep`` once, so SQLite and PostgreSQL pass the same contract tests.
+
+
+class SweepTx(Protocol):
+    """One serialisable transaction (SQLite ``BEGIN IMMEDIATE``; PostgreSQL rows ``FOR
+    UPDATE``). Everything read inside it stays true until it commits."""
+
+    def owner(self, owner_id: str) -> _sweep.Owner | None: ...
+
+    def owners(self) -> list[_sweep.Owner]: ...
+
+    def put_owner(self, owner: _sweep.Owner) -> None:
+        """Insert or replace the owner row."""
+
+    def wipe_owner(self, owner_id: str) -> int:
+        """Delete the owner's facts, triggers, journal, receipts, cursor and stages (the
+        owner row and its deletion marker stay). Returns the rows deleted."""
+
+    def fact_in_slot(self, owner_id: str, subject: str, entity: str) -> _sweep.Fact | None:
+        """The active fact of a slot, if any."""
+
+    def put_fact(self, fact: _sweep.Fact) -> _sweep.Fact:
+        """Insert (``id == 0``) or update a fact; returns it with its id."""
+
+    def facts(self, owner_id: str) -> list[_sweep.Fact]: ...
+
+    def trigger(self, owner_id: str, trigger_id: str) -> _sweep.StandingTrigger | None: ...
+
+    def put_trigger(self, trigger: _sweep.StandingTrigger) -> None: ...
+
+    def triggers(self, owner_id: str) -> list[_sweep.StandingTrigger]: ...
+
+    def journal_for(self, receipt_id: str) -> _sweep.JournalRow | None: ...
+
+    def append_journal(self, row: _sweep.JournalRow) -> _sweep.JournalRow: ...
+
+    def journal(self, owner_id: str) -> list[_sweep.JournalRow]: ...
+
+    def receipt(self, receipt_id: str) -> _sweep.Receipt | None: ...
+
+    def put_receipt(self, receipt: _sweep.Receipt) -> None:
+        """Insert or replace a receipt by id."""
+
+    def receipts(self, owner_id: str) -> list[_sweep.Receipt]: ...
+
+    def pending_receipts(
+        self, owner_id: str, namespace: int, local_date: date, account_gen: int, source_gen: int
+    ) -> int:
+        """Receipts of one day (namespace, generations) not yet committed."""
+
+    def cursor(self, owner_id: str) -> _sweep.Cursor | None: ...
+
+    def put_cursor(self, cursor: _sweep.Cursor) -> None: ...
+
+    def stage(
+        self, owner_id: str, local_date: date, source_gen: int, window_id: str
+    ) -> _sweep.StagedPacket | None: ...
+
+    def put_stage(self, staged: _sweep.StagedPacket) -> None:
+        """Insert a stage; an existing one for the same key is never replaced."""
+
+
+class SweepStore(Protocol):
+    """The sweep's durable state: owners, facts, standing triggers, journal, receipts,
+    cursors, staged packets."""
+
+    def close(self) -> None: ...
+
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[SweepTx]:
+        """A transaction: committed when the block ends, rolled back if it raises."""

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from tether.agent.locks import SlotGates
+from tether.agent.locks import InFlight, SlotGates
 from tether.checkpoint.bank import BankReport, bank_window, load_allow_file
 from tether.config import Config
 from tether.core.compaction import cap, carry_text, fallback_summary, neutralise
+from tether.core.scheduling import Priority
 from tether.errors import LlmError, TetherError
 from tether.llm.types import CompletionRequest, Llm
 from tether.ports import Clock
@@ -64,8 +65,10 @@ class Compactor:
         clock: Clock,
         new_baseline: Callable[[], Baseline],
         prompt: Callable[[], str],
+        inflight: InFlight | None = None,
     ) -> None:
         self.config = config
+        self.inflight = inflight or InFlight()
         self.llm = llm
         self.gates = gates
         self.clock = clock
@@ -94,6 +97,8 @@ class Compactor:
         recovered = self.finish_interrupted(session)
         if recovered is not None:
             return recovered
+        # Tool-output summaries of this epoch append or fail before it closes.
+        await self.inflight.settled(session.id)
         window = [r for r in session.records if not isinstance(r, SessionStart)]
         home = session.dir.parent.parent
         old = session.epoch
@@ -143,7 +148,7 @@ class Compactor:
             max_tokens=max(256, self.config.compact.summary_chars // 2),
         )
         try:
-            async with self.gates.hold(self.config.slots.background):
+            async with self.gates.hold(self.config.slots.background, Priority.COMPACTION):
                 completion = await self.llm.complete(request)
         except LlmError as exc:
             log.warning(

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time as _time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.agent.compaction import CompactionDone, CompactionFailedError, Compactor
-from tether.agent.locks import BusySet, SlotGates
+from tether.agent.locks import BusySet, InFlight, SlotGates
 from tether.broker import Broker
 from tether.config import Config
 from tether.core.compaction import should_compact
 from tether.core.memory_block import build_block
+from tether.core.scheduling import Priority
 from tether.errors import (
     ConfigError,
     ContextFullError,
@@ -109,6 +111,11 @@ class Agent:
         self.broker = Broker(config.tools.granted)
         self.busy = BusySet(home / "sessions")
         self.gates = SlotGates()
+        #: Background work on a session's log (tool summaries) that compaction waits for.
+        self.inflight = InFlight()
+        #: Called with the session after every turn, in the busy hold (the daemon's
+        #: scheduler queues tool-output summaries here).
+        self.after_turn: list[Callable[[Session], None]] = []
         self.compactor = Compactor(
             config=config,
             llm=llm,
@@ -116,6 +123,7 @@ class Agent:
             clock=clock,
             new_baseline=self.new_baseline,
             prompt=lambda: read_prompt(home, "compact.md"),
+            inflight=self.inflight,
         )
 
     def new_baseline(self) -> Baseline:
@@ -138,30 +146,45 @@ class Agent:
             )
 
     async def run_turn(
-        self, sid: str, text: str, *, speaker: str | None = None, slot: int | None = None
+        self,
+        sid: str,
+        text: str,
+        *,
+        speaker: str | None = None,
+        slot: int | None = None,
+        priority: Priority = Priority.LIVE,
     ) -> TurnDone:
         """Wait until the session is free, then run one turn on it.
 
         A session due for compaction (or left mid-compaction by a crash) is compacted
         first. A request refused as context-full compacts and retries the message once in
-        the new epoch; a second refusal ends the turn ``session_full``.
+        the new epoch; a second refusal ends the turn ``session_full``. ``priority``
+        places its requests in the slot gate's queue (scheduled work passes its own).
         """
         async with self.busy.hold(sid):
             session = self.open_or_create(sid, slot)
             try:
                 await self._compact_if_due(session)
                 try:
-                    return await self._turn(session, text, speaker)
+                    return await self._turn(session, text, speaker, priority)
                 except TurnFailedError as exc:
                     if exc.kind != "session_full":
                         raise
+                    # Results this epoch logged get their summaries queued (and waited
+                    # for) before it closes.
+                    self._after_turn(session)
                     try:
                         await self.compactor.compact(session)
                     except CompactionFailedError as failed:
                         raise TurnFailedError(session.id, "session_full", failed) from failed
-                    return await self._turn(session, text, speaker)
+                    return await self._turn(session, text, speaker, priority)
             finally:
+                self._after_turn(session)
                 self._index(session.id)
+
+    def _after_turn(self, session: Session) -> None:
+        for hook in self.after_turn:
+            hook(session)
 
     def _index(self, sid: str) -> None:
         """Make the turn's records findable by recall now (one session: cheap)."""
@@ -191,7 +214,9 @@ class Agent:
         async with self.busy.hold(sid):
             return await self.compactor.compact(Session.open(self.home, sid))
 
-    async def _turn(self, session: Session, text: str, speaker: str | None) -> TurnDone:
+    async def _turn(
+        self, session: Session, text: str, speaker: str | None, priority: Priority
+    ) -> TurnDone:
         started = _time.perf_counter()
         session.append(User(time=self.clock.now(), text=text, speaker=speaker))
         crash_point("turn-after-user")
@@ -204,7 +229,7 @@ class Agent:
                 max_tokens=self.config.llm.max_tokens,
             )
             try:
-                async with self.gates.hold(session.slot):
+                async with self.gates.hold(session.slot, priority):
                     completion = await self.llm.complete(request)
             except asyncio.CancelledError:
                 # The daemon is stopping mid-turn: say so in the log, then let it stop.

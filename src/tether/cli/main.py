@@ -13,11 +13,15 @@ import click
 
 from tether.cli import (
     commands_agent,
+    commands_demo,
+    commands_doctor,
     commands_home,
     commands_index,
+    commands_jobs,
     commands_llm,
     commands_memory,
     commands_session,
+    commands_sweep,
 )
 from tether.cli.context import Context
 from tether.errors import TetherError
@@ -64,6 +68,10 @@ for _module in (
     commands_index,
     commands_memory,
     commands_llm,
+    commands_jobs,
+    commands_sweep,
+    commands_doctor,
+    commands_demo,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -1,29 +1,41 @@
-"""Natural-language query analysis: what an owner or agent types -> FTS5 MATCH expressions.
+"""Natural-language query analysis: what an owner or agent types -> FTS5 search terms.
 
-Queries are questions ("when did I adopt my cat?"), never search syntax: every term is
-quoted as an FTS5 string, so ``AND``, ``NEAR``, ``*``, ``:``, parentheses or quotes in the
-input are plain words or separators and the expression can never be rejected.
+Queries are questions ("when did I buy my bike?"), never search syntax: every term is
+quoted as an FTS5 string, so ``AND``, ``NEAR``, ``:``, parentheses or quotes in the input
+are plain words or separators and no expression built here can be rejected. What the
+input may say on purpose is honoured: a "double-quoted phrase" is also searched as a
+phrase, and ``word*`` as a prefix. Stop words (how a question is asked, not what it is
+about) are dropped; the irregular forms of a verb ("buy": "bought") are searched too, at
+``VARIANT_WEIGHT``. Terms are OR-ed: a row holding more of them, and rarer ones, ranks
+higher (bm25).
 
-Ranking is bm25 over OR of the terms. bm25 costs about a microsecond per matching row,
-and FTS5 computes a term's idf by reading every posting of it, so a term found in a
-million rows would make every recall slow while adding little to the ranking (a common
-word says little about which turn is meant). ``plan`` therefore ranks by the rarest terms
-whose matches fit a budget, and the commoner terms only re-order what those found
-(``bonus``: their bm25 weight for each found row holding them). When every term is that
-common there is nothing distinctive to rank by: recall takes the newest rows holding all
-of them (then any of them), scored by ``bonus``, without bm25. The counts come from the
-store; this module does no I/O.
+Scale: bm25 costs about a microsecond per matching row, and FTS5 computes a term's idf by
+reading every posting of it, so a term found in a million rows would make every recall
+slow while adding little to the ranking (a common word says little about which turn is
+meant). ``plan`` therefore ranks by the rarest terms whose matches fit a budget, and the
+commoner terms only re-order what those found (``bonus``: their weight for each found row
+holding them). When every term is that common there is nothing distinctive to rank by:
+recall takes the newest rows holding all of them (then any of them), scored by ``bonus``.
+The counts come from the store; this module does no I/O.
+
+Weights: a ranked term's bm25 is rescaled from FTS5's idf (``fts5_idf``, which is zero
+for a word in half the rows or more, so every score on a small index prints as 0) to
+Lucene's (``idf``, always positive), times the term's weight: a score is positive for
+every real match, higher is better, and comparable between the terms of a query.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-#: Distinct terms kept from one query: a pasted 10 KB text still searches quickly.
+from tether.core.inflections import forms
+
+#: Distinct words kept from one query: a pasted 10 KB text still searches quickly.
 MAX_TERMS = 32
 #: Longer "words" (hashes, base64, unspaced scripts) are dropped: nobody types them to
 #: find a turn, and FTS5 would only ever match them exactly.
@@ -33,10 +45,19 @@ DEFAULT_BUDGET = 4000
 #: When every word is common, the newest rows holding all of them are looked for among
 #: this many times ``budget`` most recently indexed rows (bounding an AND that finds few).
 WITHIN_BUDGETS = 100
+#: Weight of a verb's irregular forms beside the word asked for (measured on LongMemEval:
+#: at 1.0 they outrank the word itself too often).
+VARIANT_WEIGHT = 0.5
+#: A ``word*`` prefix must be at least this long (shorter ones match half the index).
+PREFIX_MIN = 3
+#: Phrases searched from one query, and words in one phrase.
+MAX_PHRASES = 4
+MAX_PHRASE_WORDS = 8
 
 # Python's \w minus "_": FTS5's unicode61 tokenizer treats "_" as a separator, so a term
 # never straddles what the index sees as two tokens.
 _WORD = re.compile(r"[^\W_]+")
+_PHRASE = re.compile(r"[\"“”„]([^\"“”„]+)[\"“”„]")
 
 #: Words that say how a question is asked, not what it is about. Contraction pieces
 #: ("don", "t") are here because the tokenizer splits "don't" in two.
@@ -58,15 +79,20 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
 def terms(text: str, *, max_terms: int = MAX_TERMS) -> tuple[str, ...]:
-    """The searchable terms of ``text``: words, lower-cased, stop words dropped, distinct,
-    in first-appearance order, at most ``max_terms``.
+    """The searchable words of ``text``: lower-cased, stop words dropped, distinct, in
+    first-appearance order, at most ``max_terms``.
 
     Stop words and duplicates are compared casefolded ("Straße" = "STRASSE"), but the term
     kept is only lower-cased: FTS5 lower-cases what it indexes and would not find "strasse"
     in "straße".
     """
+    return tuple(word for word, _ in _words(text, max_terms))
+
+
+def _words(text: str, max_terms: int) -> list[tuple[str, bool]]:
+    """(word, typed as a prefix ``word*``) for ``terms``."""
     seen: set[str] = set()
-    out: list[str] = []
+    out: list[tuple[str, bool]] = []
     for m in _WORD.finditer(text):
         word = m.group()
         if len(word) > MAX_TERM_CHARS:
@@ -75,10 +101,10 @@ def terms(text: str, *, max_terms: int = MAX_TERMS) -> tuple[str, ...]:
         if key in seen or key in STOP_WORDS:
             continue
         seen.add(key)
-        out.append(word.lower())
+        out.append((word.lower(), text.startswith("*", m.end()) and len(word) >= PREFIX_MIN))
         if len(out) >= max_terms:
             break
-    return tuple(out)
+    return out
 
 
 def quote(term: str, *, prefix: bool = False) -> str:
@@ -118,24 +144,56 @@ def match_expression(
 
 
 @dataclass(frozen=True)
-class Attempt:
-    """One search to run.
+class Term:
+    """One thing to search for. ``expr``: its FTS5 expression (a quoted word, phrase or
+    prefix); ``word``: the single word it stands for, which ``bonus`` can look for in a
+    row's text (None for phrases and prefixes); ``weight``: its share of a score."""
 
-    ``rank``: bm25 over every row ``match`` finds. ``newest``: the newest rows it finds,
-    among the last ``within`` indexed rows (None: all), in index order, unscored.
-    ``also``: words with their weights that re-order what was found (see ``bonus``).
-    """
+    expr: str
+    word: str | None
+    weight: float = 1.0
 
-    match: str
-    mode: Literal["rank", "newest"] = "rank"
-    also: tuple[tuple[str, float], ...] = ()
-    within: int | None = None
+
+def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
+    """The terms of a question: its words (``terms``), ``word*`` prefixes, quoted phrases
+    and the irregular forms of its verbs; () when nothing searchable is left."""
+    words = _words(text, max_terms)
+    out = [
+        Term(quote(w, prefix=True), None) if prefix else Term(quote(w), w) for w, prefix in words
+    ]
+    seen = {w for w, _ in words}
+    for m in _PHRASE.finditer(text):
+        inner = [w.lower() for w in _WORD.findall(m.group(1)) if len(w) <= MAX_TERM_CHARS]
+        phrase = " ".join(inner[:MAX_PHRASE_WORDS])
+        if len(inner) >= 2 and phrase not in seen:
+            seen.add(phrase)
+            out.append(Term(quote(phrase), None))
+            if len(seen) - len(words) >= MAX_PHRASES:
+                break
+    for w, prefix in words:
+        for form in () if prefix or VARIANT_WEIGHT <= 0 else forms(w):
+            if form not in seen and form not in STOP_WORDS:
+                seen.add(form)
+                out.append(Term(quote(form), form, VARIANT_WEIGHT))
+    return tuple(out)
 
 
 def weight(count: int, total: int) -> float:
     """bm25's idf of a word in ``count`` of ``total`` rows, as FTS5 computes it."""
+    return fts5_idf(count, total)
+
+
+def fts5_idf(count: int, total: int) -> float:
+    """FTS5's idf: ``log((N - n + 0.5) / (n + 0.5))``, floored at 1e-6."""
     total = max(total, count)
     return max(math.log((total - count + 0.5) / (count + 0.5)), 1e-6)
+
+
+def idf(count: int, total: int) -> float:
+    """Lucene's idf, ``log(1 + (N - n + 0.5) / (n + 0.5))``: positive even for a word in
+    every row (on a small index, most words are in half of it)."""
+    total = max(total, count)
+    return math.log(1 + (total - count + 0.5) / (count + 0.5))
 
 
 def _stem(word: str) -> str:
@@ -149,34 +207,67 @@ def _stem(word: str) -> str:
     return word
 
 
+def stem(word: str) -> str:
+    """``_stem`` of the lower-cased word (what ``bonus`` compares)."""
+    return _stem(word.lower())
+
+
+@functools.lru_cache(maxsize=256)
+def _finder(word: str) -> tuple[str, re.Pattern[str]]:
+    """(crude stem of ``word``, a pattern for the words of a text that may share it)."""
+    target = _stem(word.lower())
+    pattern = rf"(?<![^\W_]){re.escape(target)}(?:ing|ed|es|s)?(?![^\W_])"
+    return target, re.compile(pattern, re.IGNORECASE)
+
+
+def holds(text: str, word: str) -> bool:
+    """Whether ``text`` has a word with the crude stem of ``word`` ("booked" for "book")."""
+    target, pattern = _finder(word)
+    return any(_stem(m.group().lower()) == target for m in pattern.finditer(text))
+
+
 def bonus(text: str, also: Sequence[tuple[str, float]]) -> float:
     """What ``text`` adds to its score for holding the ``also`` words (weight per word
     present, as bm25 would give a word found once in a row of average length)."""
-    if not also:
-        return 0.0
-    present = {_stem(m.group().lower()) for m in _WORD.finditer(text)}
-    return sum(w for word, w in also if _stem(word) in present)
+    return sum(w for word, w in also if holds(text, word))
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One search to run.
+
+    ``rank``: every row any of ``ranked`` finds, scored by the sum over them of the term's
+    bm25 times its multiplier. ``newest``: the newest rows ``match`` finds, among the last
+    ``within`` indexed rows (None: all), in index order, unscored. ``also``: words with
+    their weights that add to the score of what was found (see ``bonus``).
+    """
+
+    mode: Literal["rank", "newest"]
+    ranked: tuple[tuple[str, float], ...] = ()
+    match: str = ""
+    also: tuple[tuple[str, float], ...] = ()
+    within: int | None = None
 
 
 def plan(
-    words: Sequence[str],
+    query: Sequence[Term],
     counts: Sequence[int],
     *,
     budget: int = DEFAULT_BUDGET,
     total: int = 0,
-    prefix_min: int | None = None,
 ) -> tuple[Attempt, ...]:
     """Searches to try in order until one finds something; () when nothing can match.
 
-    ``counts[i]`` is how many rows ``words[i]`` matches (capped anywhere above ``budget``);
-    ``total`` is how many rows the index holds. Words that match nothing are dropped. The
-    rarest words whose counts add up to at most ``budget`` are ranked together (OR, every
-    match scored); the commoner rest come along as ``also``. If even the rarest word is
-    over budget, the newest rows holding all words are taken (within the last
-    ``WITHIN_BUDGETS * budget`` rows), else the newest holding any; all words are ``also``.
+    ``counts[i]`` is how many rows ``query[i]`` matches (capped anywhere above
+    ``budget``); ``total`` is how many rows the index holds. Terms that match nothing are
+    dropped. The rarest terms whose counts add up to at most ``budget`` are ranked
+    together, each bm25 rescaled to Lucene's idf times the term's weight; the commoner
+    rest come along as ``also``. If even the rarest term is over budget, the newest rows
+    holding all terms are taken (within the last ``WITHIN_BUDGETS * budget`` rows), else
+    the newest holding any; every word is ``also``.
     """
-    if len(words) != len(counts):
-        raise ValueError("one count per word")
+    if len(query) != len(counts):
+        raise ValueError("one count per term")
     if budget < 1:
         raise ValueError("budget must be at least 1")
     live = sorted((c, i) for i, c in enumerate(counts) if c > 0)
@@ -189,24 +280,36 @@ def plan(
             break
         chosen.append(i)
         ranked += count
-    weights = {i: weight(counts[i], total) for _, i in live}
+
+    def also(indexes: Sequence[int]) -> tuple[tuple[str, float], ...]:
+        return tuple(
+            (word, query[i].weight * idf(counts[i], total))
+            for i in sorted(indexes)
+            if (word := query[i].word) is not None
+        )
+
     if chosen:
-        picked = [words[i] for i in sorted(chosen)]
-        left = sorted(i for _, i in live[len(chosen) :])
-        also = tuple((words[i], weights[i]) for i in left)
-        return (Attempt(any_of(picked, prefix_min=prefix_min), "rank", also),)
+        scaled = tuple(
+            (
+                query[i].expr,
+                query[i].weight * idf(counts[i], total) / fts5_idf(counts[i], total),
+            )
+            for i in sorted(chosen)
+        )
+        return (Attempt("rank", ranked=scaled, also=also([i for _, i in live[len(chosen) :]])),)
     order = sorted(i for _, i in live)
-    everything = [words[i] for i in order]
-    also = tuple((words[i], weights[i]) for i in order)
+    everything = [query[i].expr for i in order if query[i].weight >= 1]
+    if not everything:
+        everything = [query[i].expr for i in order]
     attempts: list[Attempt] = []
     if len(everything) > 1:
         attempts.append(
             Attempt(
-                all_of(everything, prefix_min=prefix_min),
                 "newest",
-                also,
+                match=" AND ".join(everything),
+                also=also(order),
                 within=WITHIN_BUDGETS * budget,
             )
         )
-    attempts.append(Attempt(any_of(everything, prefix_min=prefix_min), "newest", also))
+    attempts.append(Attempt("newest", match=" OR ".join(everything), also=also(order)))
     return tuple(attempts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,20 @@ log = logging.getLogger("tether.daemon")
 
 def socket_path(home: Path) -> Path:
     return home / RUN_DIR / SOCKET
+
+
+def socket_accepts(path: Path) -> bool:
+    """True when something listens on the Unix socket at ``path`` (a file left by a dead
+    daemon refuses the connection)."""
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 class CompactRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -163,7 +178,8 @@ class DaemonClient:
         self._client.close()
 
     def alive(self) -> bool:
-        if not self.path.exists():
+        # A raw connect first: httpx leaks its socket when a stale socket file refuses.
+        if not socket_accepts(self.path):
             return False
         try:
             return self._client.get("/v1/health", timeout=2.0).status_code == 200

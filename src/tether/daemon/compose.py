@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
 from tether.llm.types import Llm
 from tether.ports import Clock, Store
+from tether.scheduler import Job, Scheduler
 from tether.stores import open_store
 from tether.tools.box import ToolBox
 
@@ -32,10 +34,11 @@ def build_llm(config: Config) -> Llm:
         return LlamaServerClient(cfg.url, timeout_s=cfg.timeout_s, model=cfg.model)
     if cfg.backend == "openai":
         return OpenAiCompatClient(cfg.url, timeout_s=cfg.timeout_s, model=cfg.model)
-    raise BadInputError(
-        'llm.backend = "embedded" needs the embedded-model support, which this version '
-        'does not have yet; use "llama" with a llama-server (or `tether fake-llm`)'
-    )
+    if cfg.backend == "embedded":
+        from tether.llm.embedded import EmbeddedLlm  # needs the extra tether[local]
+
+        return EmbeddedLlm.from_config(config)
+    raise BadInputError(f"unknown llm.backend {cfg.backend!r}")
 
 
 @dataclass
@@ -68,3 +71,11 @@ def build_runtime(
         home=home, config=config, store=store, llm=model, tools=tools, clock=clock or SystemClock()
     )
     return Runtime(home=home, config=config, store=store, llm=model, http=http, agent=agent)
+
+
+def build_scheduler(runtime: Runtime, jobs: Sequence[Job]) -> Scheduler:
+    """The daemon's scheduler over a runtime (its agent, clock, gates and busy set). Every
+    turn of the runtime, scheduled or not, queues its tool-output summaries."""
+    scheduler = Scheduler(agent=runtime.agent, jobs=jobs)
+    runtime.agent.after_turn.append(scheduler.summaries.after_turn)
+    return scheduler

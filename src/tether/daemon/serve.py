@@ -15,13 +15,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import uvicorn
 
 from tether.config import Config
-from tether.daemon.api import RUN_DIR, build_app, socket_path
-from tether.daemon.compose import build_runtime
+from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
+from tether.daemon.compose import build_runtime, build_scheduler
 from tether.errors import BadInputError, TetherError
+from tether.ports import Clock
+from tether.scheduler import load_jobs
 
 #: AF_UNIX paths are limited to 107 bytes on Linux.
 MAX_SOCKET_PATH = 107
@@ -36,14 +37,10 @@ def prepare_run_dir(home: Path) -> Path:
         raise BadInputError(
             f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; use a shorter --home"
         )
-    if path.exists():
-        try:
-            with httpx.Client(transport=httpx.HTTPTransport(uds=str(path))) as c:
-                c.get("http://tether/v1/health", timeout=1.0)
-        except httpx.HTTPError:
-            path.unlink()  # left by a daemon that died: nobody answers on it
-        else:
-            raise TetherError(f"a tether daemon is already serving {home} ({path})")
+    if socket_accepts(path):
+        raise TetherError(f"a tether daemon is already serving {home} ({path})")
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # left by a daemon that died: nobody answers on it
     return path
 
 
@@ -68,9 +65,16 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-async def serve(home: Path, config: Config) -> None:
+async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> None:
+    jobs = load_jobs(home)  # an invalid job file refuses the start (runbook: jobs-invalid)
     path = prepare_run_dir(home)
-    runtime = build_runtime(home, config)
+    runtime = build_runtime(home, config, clock=clock)
+    try:
+        scheduler = build_scheduler(runtime, jobs)
+        scheduler.recover()  # we are the home's only daemon: close a dead one's runs
+    except BaseException:
+        await runtime.aclose()
+        raise
     app = build_app(runtime)
     server = _Server(
         uvicorn.Config(
@@ -87,7 +91,10 @@ async def serve(home: Path, config: Config) -> None:
         os.getpid(),
     )
     try:
+        scheduler.start()
         await server.serve()
+        # Scheduled turns and summaries get the same grace as turns from the socket.
+        await scheduler.stop(grace_s=30)
         # Let compactions started after the last turns finish (they hold no socket).
         pending = list(app.state.background)
         if pending:

@@ -1,53 +1,95 @@
 """``recall``: search memory with a question; what the agent's tool and the CLI both run.
 
-The query is analysed by ``tether.core.query`` (plain words, never search syntax), the
-store counts how many rows each word matches, and ``query.plan`` decides what to rank so
-a recall stays fast on millions of rows. Log hits are folded to one per (session, turn),
-best score kept, and every hit returned is logged in the recalls log (counts and last
-found times survive a re-index).
+The question is analysed by ``tether.core.query`` (plain words, phrases, prefixes and
+verb forms, never search syntax), the store counts how many rows each term matches, and
+``query.plan`` decides what to rank so a recall stays fast on millions of rows. A period
+the question names ("last week", "in March": ``core.periods``, relative to ``time``)
+lifts what was written in it. ``core.ranking`` weighs the owner's words above replies and
+tool output and folds rows into one hit per (session, turn). Every hit returned is logged
+in the recalls log (counts and last found times survive a re-index).
+
+``recall_sessions`` is the same search ranked by session: a session's turn hits
+aggregated by ``core.ranking.by_session``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import msgspec
 
-from tether.core import query
+from tether.core import periods, query, ranking
 from tether.errors import BadInputError
 from tether.ports import Hit, Store
 
-#: Rows fetched per hit wanted, so folding several rows of one turn still leaves k hits.
+#: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
 FANOUT = 4
-#: Rows fetched at least when common words re-order them (``query.bonus``): a rare word
-#: found in a few dozen turns, re-ordered by the question's other words.
-POOL = 50
+#: Rows fetched at least: enough for a turn's rows to meet, and for ``also`` words
+#: (``query.bonus``) to re-order a rare word's few dozen matches.
+POOL = 200
 #: Newest rows scored when every word is common (no bm25; see ``query.plan``).
 NEWEST_POOL = 200
+#: Turns a session search looks at (about ten a session).
+SESSION_TURNS = 100
+#: Leave the words that named a period ("two weeks ago") out of the search terms; month
+#: and weekday names stay (measured on LongMemEval: see benchmarks/RESULTS.md).
+STRIP_PERIOD = True
 
 
-def _rescored(found: Sequence[Hit], also: Sequence[tuple[str, float]]) -> list[Hit]:
-    """Add each row's ``query.bonus``; re-sort, ties keeping the store's order."""
-    rescored = [
-        msgspec.structs.replace(h, score=h.score + query.bonus(h.text, also)) for h in found
-    ]
-    return sorted(rescored, key=lambda h: -h.score)
+class SessionHit(msgspec.Struct, frozen=True):
+    """One session ``recall_sessions`` found: its score and its turns found, best first."""
+
+    session: str
+    score: float
+    turns: tuple[Hit, ...]
 
 
-def _one_per_turn(rows: Sequence[Hit], k: int) -> list[Hit]:
-    """Best row per (session, turn) for log hits, per ref otherwise; first ``k``."""
-    seen: set[object] = set()
-    out: list[Hit] = []
-    for hit in rows:
-        key: object = (hit.session, hit.turn) if hit.session is not None else hit.ref
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(hit)
-        if len(out) == k:
-            break
-    return out
+@dataclass(frozen=True)
+class _Question:
+    terms: tuple[query.Term, ...]
+    counts: tuple[int, ...]  # rows each term matches, capped at budget + 1
+    period: periods.Period | None
+
+
+def _question(store: Store, text: str, time: datetime, budget: int) -> _Question | None:
+    """The question's terms with their counts, and the period it names; None when nothing
+    in it is searchable."""
+    if not query.terms(text):
+        return None
+    period = periods.find_period(text, time)
+    if period is not None and STRIP_PERIOD:
+        rest = periods.without(text, period)
+        text = rest if query.terms(rest) else text
+    terms = query.analyse(text)
+    counts = store.count_matches([t.expr for t in terms], budget + 1)
+    return _Question(terms, tuple(counts), period)
+
+
+def _turns(store: Store, q: _Question, pool: int, budget: int) -> list[ranking.Scored]:
+    """Turns (and notes, pages) for ``q``, best first."""
+    total = store.row_count()
+    for attempt in query.plan(q.terms, q.counts, budget=budget, total=total):
+        if attempt.mode == "newest":
+            found = store.newest(attempt.match, NEWEST_POOL, within=attempt.within)
+        else:
+            found = store.search_terms(attempt.ranked, pool, aside=ranking.ASIDE_WEIGHT)
+        if found:
+            return ranking.fold(found, attempt.also, q.period, ranking.PERIOD_BOOST)
+    return []
+
+
+def _hit(scored: ranking.Scored) -> Hit:
+    best = scored.best
+    return Hit(
+        kind=best.kind,
+        session=best.session,
+        turn=best.turn,
+        text=best.text,
+        tag="memory-tainted" if best.tainted else "memory",
+        score=scored.score,
+        ref=best.ref,
+    )
 
 
 def recall(
@@ -57,24 +99,36 @@ def recall(
 
     A query with nothing searchable in it (empty, punctuation, only stop words) finds
     nothing rather than everything. ``budget`` bounds the rows ranked (see core.query).
+    ``time`` is also "now" for a period the question names.
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
-    words = query.terms(text)
-    if not words:
-        return []
-    counts = store.count_matches([query.quote(w) for w in words], budget + 1)
-    total = store.row_count()
-    hits: list[Hit] = []
-    for attempt in query.plan(words, counts, budget=budget, total=total):
-        if attempt.mode == "newest":
-            found = store.newest(attempt.match, NEWEST_POOL, within=attempt.within)
-        else:
-            pool = max(k * FANOUT, POOL) if attempt.also else k * FANOUT
-            found = store.search(attempt.match, pool)
-        rows = _rescored(found, attempt.also) if attempt.also else found
-        hits = _one_per_turn(rows, k)
-        if hits:
-            break
+    q = _question(store, text, time, budget)
+    turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget)
+    hits = [_hit(t) for t in turns[:k]]
     store.record_recalls([h.ref for h in hits], time)
     return hits
+
+
+def recall_sessions(
+    store: Store, text: str, k: int, *, time: datetime, budget: int = query.DEFAULT_BUDGET
+) -> list[SessionHit]:
+    """The ``k`` sessions that best answer ``text``, best first, each with its turn hits.
+
+    The same search as ``recall`` (notes and pages left out) over more turns; sessions
+    are scored by ``ranking.by_session``. The best turn of each session returned is logged
+    as recalled.
+    """
+    if k < 1:
+        raise BadInputError(f"k must be at least 1 (got {k})")
+    q = _question(store, text, time, budget)
+    if q is None:
+        return []
+    turns = _turns(store, q, max(SESSION_TURNS * FANOUT, POOL), budget)
+    sessions = ranking.by_session(turns, ranking.SESSION_REST)[:k]
+    out = [
+        SessionHit(session=s.session, score=s.score, turns=tuple(_hit(t) for t in s.turns))
+        for s in sessions
+    ]
+    store.record_recalls([s.turns[0].ref for s in out], time)
+    return out

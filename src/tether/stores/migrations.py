@@ -82,6 +82,27 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX recall_log_ref ON recall_log (ref, time);
     """,
+    # 2: the index gets two columns, so recall can weigh the owner's words (user text,
+    # notes, pages: ``body``) above the rest of a log (replies, tool calls, summaries:
+    # ``aside``). Both are computed from ``doc.text``, which stays the one copy; the
+    # index is rebuilt from it, once (17 s for 2M rows here).
+    """
+    ALTER TABLE doc ADD COLUMN body TEXT GENERATED ALWAYS AS
+        (CASE WHEN field IN ('assistant', 'tool_call', 'summary') THEN '' ELSE text END)
+        VIRTUAL;
+    ALTER TABLE doc ADD COLUMN aside TEXT GENERATED ALWAYS AS
+        (CASE WHEN field IN ('assistant', 'tool_call', 'summary') THEN text ELSE '' END)
+        VIRTUAL;
+    DROP TABLE doc_fts;
+    CREATE VIRTUAL TABLE doc_fts USING fts5 (
+        body,
+        aside,
+        content = 'doc',
+        content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO doc_fts (doc_fts) VALUES ('rebuild');
+    """,
 )
 
 

@@ -1,11 +1,13 @@
 """The embedded Store: one SQLite file (WAL, FTS5), no server.
 
-Layout (migration 1):
+Layout (migrations 1 and 2):
 
 - ``doc`` holds every searchable row: session-log rows (kind ``turn`` or ``summary``) and
   one row per note and page (``fact`` is reserved). ``doc_fts`` is an external-content
-  FTS5 index over ``doc.text`` (porter-stemmed unicode61): the text is stored once, the
-  index holds only postings, and ``reset_index`` can rebuild it from what remains.
+  FTS5 index (porter-stemmed unicode61) over two columns computed from ``doc.text``:
+  ``body`` (user text, notes, pages) and ``aside`` (assistant replies, tool calls, tool
+  summaries), so a search can weigh them apart. The text is stored once, the index holds
+  only postings, and ``reset_index`` can rebuild it from what remains.
 - ``index_cursor``: per log file, the byte offset indexed so far and the session's turn
   number and taint there, so an incremental pass resumes exactly.
 - ``note``, ``page``, ``journal``, ``recall_log``: the memory itself; never touched by
@@ -26,7 +28,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -34,6 +36,7 @@ import msgspec
 
 from tether.errors import StoreError, StoreVersionError
 from tether.ports import (
+    Found,
     Hit,
     HitKind,
     IndexCursor,
@@ -43,13 +46,14 @@ from tether.ports import (
     Page,
     RecallStat,
 )
+from tether.stores import sqlite_search as fts
 from tether.stores.migrations import MIGRATIONS, statements
 
 BUSY_TIMEOUT_MS = 10_000
 
 _LOG_KINDS = "('turn', 'summary')"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO = timedelta(microseconds=1)
+_EPOCH = fts.EPOCH
+_MICRO = fts.MICRO
 _tags = msgspec.json.Decoder(tuple[str, ...])
 
 
@@ -224,7 +228,8 @@ class SqliteStore:
                 ),
             )
             c.execute(
-                "INSERT INTO doc_fts (rowid, text) SELECT id, text FROM doc WHERE id >= ?",
+                "INSERT INTO doc_fts (rowid, body, aside)"
+                " SELECT id, body, aside FROM doc WHERE id >= ?",
                 (first,),
             )
             _count_docs(c, sum(len(rows) for rows, _ in batch))
@@ -266,11 +271,11 @@ class SqliteStore:
         time: datetime,
     ) -> None:
         """(Re)index one note or page: drop its old row from the index, add the new one."""
-        old = c.execute("SELECT id, text FROM doc WHERE ref = ?", (ref,)).fetchall()
-        for doc_id, old_text in old:
+        old = c.execute("SELECT id, body, aside FROM doc WHERE ref = ?", (ref,)).fetchall()
+        for doc_id, body, aside in old:
             c.execute(
-                "INSERT INTO doc_fts (doc_fts, rowid, text) VALUES ('delete', ?, ?)",
-                (doc_id, old_text),
+                "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
+                (doc_id, body, aside),
             )
             c.execute("DELETE FROM doc WHERE id = ?", (doc_id,))
         _count_docs(c, 1 - len(old))
@@ -278,7 +283,10 @@ class SqliteStore:
             "INSERT INTO doc (kind, session, tainted, ref, time, text) VALUES (?, ?, ?, ?, ?, ?)",
             (kind, session, int(tainted), ref, _micros(time), text),
         )
-        c.execute("INSERT INTO doc_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
+        c.execute(
+            "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
+            (cur.lastrowid,),
+        )
 
     def add_note(self, text: str, *, untrusted: bool, session: str | None, time: datetime) -> Note:
         with self._write("writing a note") as c:
@@ -350,42 +358,21 @@ class SqliteStore:
                 _page(r) for r in c.execute(f"SELECT {self._PAGE_COLUMNS} FROM page ORDER BY slug")
             ]
 
-    # -- search ------------------------------------------------------------------------
-
-    _HIT_COLUMNS = "d.kind, d.session, d.turn, d.text, d.tainted, d.ref"
+    # -- search (the SQL is in ``sqlite_search``) ----------------------------------------
 
     def search(self, match: str, k: int) -> list[Hit]:
-        if k < 1:
-            raise ValueError("k must be at least 1")
         with self._read("searching (bad FTS expression?)") as c:
-            # bm25() ordered by SQLite's sorter measured ~20% faster than FTS5's own
-            # ORDER BY rank on this workload. bm25 is lower-is-better: score = -bm25.
-            rows = c.execute(
-                f"SELECT {self._HIT_COLUMNS}, f.score"
-                " FROM (SELECT rowid, bm25(doc_fts) AS score FROM doc_fts"
-                "       WHERE doc_fts MATCH ? ORDER BY score LIMIT ?) AS f"
-                " JOIN doc AS d ON d.id = f.rowid ORDER BY f.score, d.id",
-                (match, k),
-            ).fetchall()
-        return [_hit(r) for r in rows]
+            return fts.search(c, match, k)
 
-    def newest(self, match: str, k: int, *, within: int | None = None) -> list[Hit]:
-        if k < 1:
-            raise ValueError("k must be at least 1")
+    def search_terms(
+        self, terms: Sequence[tuple[str, float]], k: int, *, aside: float
+    ) -> list[Found]:
         with self._read("searching (bad FTS expression?)") as c:
-            floor = 0
-            if within is not None:
-                top = c.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()[0]
-                floor = int(top) - within
-            # Postings are in rowid order: FTS5 walks them backwards and stops after k.
-            rows = c.execute(
-                f"SELECT {self._HIT_COLUMNS}, 0.0"
-                " FROM (SELECT rowid FROM doc_fts WHERE doc_fts MATCH ? AND rowid > ?"
-                "       ORDER BY rowid DESC LIMIT ?) AS f"
-                " JOIN doc AS d ON d.id = f.rowid ORDER BY d.id DESC",
-                (match, floor, k),
-            ).fetchall()
-        return [_hit(r) for r in rows]
+            return fts.search_terms(c, terms, k, aside=aside)
+
+    def newest(self, match: str, k: int, *, within: int | None = None) -> list[Found]:
+        with self._read("searching (bad FTS expression?)") as c:
+            return fts.newest(c, match, k, within=within)
 
     def row_count(self) -> int:
         with self._read("counting indexed rows") as c:
@@ -394,16 +381,7 @@ class SqliteStore:
 
     def count_matches(self, matches: Sequence[str], cap: int) -> list[int]:
         with self._read("counting matches (bad FTS expression?)") as c:
-            return [
-                int(
-                    c.execute(
-                        "SELECT count(*) FROM"
-                        " (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ? LIMIT ?)",
-                        (m, cap),
-                    ).fetchone()[0]
-                )
-                for m in matches
-            ]
+            return fts.count_matches(c, matches, cap)
 
     # -- journal and recalls -----------------------------------------------------------
 
@@ -484,21 +462,4 @@ def _page(row: Sequence[Any]) -> Page:
         visibility=visibility,
         untrusted=bool(row[5]),
         updated_at=_from_iso(row[6]),
-    )
-
-
-def _hit(row: Sequence[Any]) -> Hit:
-    kind, session, turn, text, tainted, ref, score = row
-    if kind in ("turn", "summary"):
-        ref = f"turn:{session}:{turn}"
-    else:
-        session, turn = None, None
-    return Hit(
-        kind=kind,
-        session=session,
-        turn=turn,
-        text=text,
-        tag="memory-tainted" if tainted else "memory",
-        score=-float(score),
-        ref=ref,
     )

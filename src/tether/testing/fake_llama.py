@@ -190,14 +190,26 @@ class FakeLlama:
     """The fake server. ``with FakeLlama() as fake:`` starts it on a free loopback port."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, n_ctx: int = 4096, parallel: int = 2
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        n_ctx: int = 4096,
+        parallel: int = 2,
+        *,
+        latency_s: float = 0.0,
+        prefill_s_per_token: float = 0.0,
     ) -> None:
+        """``latency_s`` is added to every request and ``prefill_s_per_token`` for each
+        prompt token not served from the slot's cache (so a cold prefix costs time, as on
+        a real server); both default to 0 (answer at once)."""
         if n_ctx < 1 or parallel < 1:
             raise ValueError(f"n_ctx and parallel must be >= 1 (got {n_ctx}, {parallel})")
         self.host = host
         self.port = port
         self.n_ctx = n_ctx
         self.parallel = parallel
+        self.latency_s = latency_s
+        self.prefill_s_per_token = prefill_s_per_token
         self._lock = threading.Lock()  # guards everything below and each slot's tokens
         self._slots = [_Slot() for _ in range(parallel)]
         self._queues: dict[int | None, deque[Reply]] = {}
@@ -380,17 +392,21 @@ class FakeLlama:
         if n >= self.n_ctx:  # llama-server refuses a prompt that leaves no room to answer
             return 400, context_error_json(n, self.n_ctx), (0, 0)
         with self._lock:
-            use_cache = body.get("cache_prompt") is not False  # llama-server's default: on
-            cache_n = _common_prefix(slot.tokens, tokens) if use_cache else 0
-            # Like llama-server: the last prompt token is always evaluated, to get logits.
-            cache_n = min(cache_n, n - 1)
+            # The slot's token list is replaced, never mutated, and only by requests on
+            # this slot (which hold its lock): compare outside the lock every slot shares.
+            cached = slot.tokens
             queue = self._queues.get(index) or self._queues.get(None)
             reply = queue.popleft() if queue else _default_reply(body["messages"])
             self._served += 1
             served = self._served
+        use_cache = body.get("cache_prompt") is not False  # llama-server's default: on
+        cache_n = _common_prefix(cached, tokens) if use_cache else 0
+        # Like llama-server: the last prompt token is always evaluated, to get logits.
+        cache_n = min(cache_n, n - 1)
         counts = (cache_n, n - cache_n)
-        if reply.delay_s > 0:
-            self._stopping.wait(reply.delay_s)  # a busy slot; stop() cuts it short
+        delay = reply.delay_s + self.latency_s + self.prefill_s_per_token * (n - cache_n)
+        if delay > 0:
+            self._stopping.wait(delay)  # a busy slot; stop() cuts it short
         if reply.status != 200 or reply.error_body is not None:
             scripted = error_json(reply.status, "scripted error", "server_error")
             return reply.status, scripted if reply.error_body is None else reply.error_body, counts

@@ -1,0 +1,197 @@
+"""``tether doctor``: is the configured inference backend usable, and with what context?
+
+Reports the backend, the model, and the context of each slot tether uses; for a server
+backend whether it answers (``/health``, and ``/slots`` where the server has it); for the
+embedded backend whether the extra is installed, the model file loads, and a one-token
+completion runs. Exit 0 when the backend is usable, 1 when it is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import click
+import httpx
+import msgspec
+
+from tether.cli.context import Context, pass_ctx
+from tether.config import Config
+from tether.errors import LlmError, TetherError
+from tether.llm.llama_server import LlamaServerClient
+from tether.llm.types import CompletionRequest
+from tether.records import ChatMessage
+
+#: Seconds a doctor's probe of a server waits at most (whatever [llm] timeout_s says).
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Report:
+    backend: str
+    model: str
+    slots: dict[str, int]
+    expect_n_ctx: int
+    #: Slot role -> n_ctx as the backend reports it (None: not reported).
+    n_ctx: dict[str, int | None] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def _roles(config: Config) -> dict[str, int]:
+    return {"main": config.slots.main, "background": config.slots.background}
+
+
+async def _server(config: Config, report: Report) -> None:
+    cfg = config.llm
+    client = LlamaServerClient(cfg.url, timeout_s=min(cfg.timeout_s, PROBE_TIMEOUT_S))
+    try:
+        healthy = await client.health()
+        report.checks.append(
+            Check("server", healthy, f"{cfg.url}/health " + ("ok" if healthy else "no answer"))
+        )
+        if not healthy:
+            if cfg.backend == "openai":
+                report.checks[-1] = await _openai_models(cfg.url)
+            return
+        try:
+            slots = await client.slots()
+        except LlmError as exc:
+            report.checks.append(Check("slots", True, f"/slots not available ({exc})"))
+            return
+        by_id = {s.get("id"): s for s in slots if isinstance(s, dict)}
+        for role, slot in _roles(config).items():
+            if cfg.backend == "openai":
+                continue  # such servers have no slots: requests go out without one
+            found = by_id.get(slot)
+            n_ctx = found.get("n_ctx") if found else None
+            report.n_ctx[role] = n_ctx if isinstance(n_ctx, int) else None
+            if found is None:
+                report.checks.append(
+                    Check(
+                        f"slot {role}",
+                        False,
+                        f"[slots] {role} = {slot}, but the server has {len(slots)} slot(s) "
+                        "(start llama-server with -np 2 or more)",
+                    )
+                )
+            elif isinstance(n_ctx, int) and n_ctx < config.expect.n_ctx:
+                report.checks.append(
+                    Check(
+                        f"slot {role}",
+                        False,
+                        f"slot {slot} has n_ctx {n_ctx} < [expect] n_ctx {config.expect.n_ctx}",
+                    )
+                )
+            else:
+                report.checks.append(Check(f"slot {role}", True, f"slot {slot} n_ctx {n_ctx}"))
+    finally:
+        await client.aclose()
+
+
+async def _openai_models(url: str) -> Check:
+    """A generic endpoint may have no /health; /v1/models answering is enough."""
+    try:
+        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S) as http:
+            response = await http.get(url.rstrip("/") + "/v1/models")
+    except httpx.HTTPError as exc:
+        return Check("server", False, f"{url}: {exc or type(exc).__name__}")
+    ok = response.status_code == 200
+    return Check("server", ok, f"{url}/v1/models HTTP {response.status_code}")
+
+
+async def _embedded(config: Config, report: Report) -> None:
+    from tether.llm.embedded import EmbeddedLlm, default_model_path
+
+    try:
+        llm = EmbeddedLlm.from_config(config)
+    except TetherError as exc:
+        report.checks.append(Check("embedded", False, str(exc)))
+        if not config.llm.model_path:
+            with contextlib.suppress(TetherError):
+                report.model = str(default_model_path())
+        return
+    report.model = str(llm.model_path)
+    report.checks.append(Check("extra", True, "llama-cpp-python and the model file are there"))
+    try:
+        for role, slot in _roles(config).items():
+            n_ctx = await asyncio.to_thread(llm.load, slot)
+            report.n_ctx[role] = n_ctx
+            report.checks.append(Check(f"slot {role}", True, f"context {slot} n_ctx {n_ctx}"))
+        done = await llm.complete(
+            CompletionRequest(
+                messages=(ChatMessage(role="user", content="Say hi."),),
+                slot=config.slots.main,
+                max_tokens=1,
+            )
+        )
+        report.checks.append(
+            Check("completion", True, f"one token in, prompt_n {done.prompt_n}: ok")
+        )
+    except TetherError as exc:
+        report.checks.append(Check("completion", False, str(exc)))
+    finally:
+        await llm.aclose()
+
+
+async def diagnose(config: Config) -> Report:
+    cfg = config.llm
+    model = cfg.model_path if cfg.backend == "embedded" else (cfg.model or "(server's own)")
+    report = Report(
+        backend=cfg.backend,
+        model=model,
+        slots=_roles(config),
+        expect_n_ctx=config.expect.n_ctx,
+    )
+    if cfg.backend == "embedded":
+        await _embedded(config, report)
+    else:
+        await _server(config, report)
+    return report
+
+
+def _json(report: Report) -> dict[str, Any]:
+    out = asdict(report)
+    out["ok"] = report.ok
+    return out
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def doctor_cmd(ctx: Context, as_json: bool) -> None:
+    """Check the inference backend: model, per-slot context, whether it answers.
+    Exits 1 when the backend is unusable."""
+    config = ctx.config()
+    report = asyncio.run(diagnose(config))
+    if as_json:
+        click.echo(msgspec.json.encode(_json(report)).decode())
+    else:
+        where = "" if report.backend == "embedded" else f" at {config.llm.url}"
+        click.echo(f"backend: {report.backend}{where}")
+        click.echo(f"model:   {report.model or '(default)'}")
+        for role, slot in report.slots.items():
+            n_ctx = report.n_ctx.get(role)
+            shown = "not reported" if n_ctx is None else str(n_ctx)
+            click.echo(f"slot {role}: {slot} (n_ctx {shown}; [expect] n_ctx {config.expect.n_ctx})")
+        for c in report.checks:
+            click.echo(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        click.echo("usable" if report.ok else "NOT usable")
+    if not report.ok:
+        ctx_click = click.get_current_context()
+        ctx_click.exit(1)
+
+
+COMMANDS = [doctor_cmd]

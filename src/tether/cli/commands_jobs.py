@@ -1,0 +1,113 @@
+"""``tether jobs list|check`` and ``tether memory tiers``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+import msgspec
+
+from tether.cli.context import Context, pass_ctx
+from tether.core.cron import next_due
+from tether.core.scheduling import RunRecord
+from tether.core.tiers import listing_json, render_listing
+from tether.memory.tiers import tiers
+from tether.scheduler.jobs import JobFileError, job_paths, jobs_dir, load_job, load_jobs
+from tether.scheduler.ledger import RunLedger
+from tether.stores import open_store
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _last_runs(records: list[RunRecord]) -> dict[str, RunRecord]:
+    last: dict[str, RunRecord] = {}
+    for r in records:
+        last[r.name] = r
+    return last
+
+
+@click.group("jobs")
+def jobs_group() -> None:
+    """Cron jobs: <home>/jobs/<name>.toml, run by `tether serve`."""
+
+
+@jobs_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@pass_ctx
+def jobs_list(ctx: Context, as_json: bool) -> None:
+    """Each job with its schedule, next run (UTC) and last run from jobs/runs.jsonl.
+
+    An invalid file is listed with its error (the daemon would refuse to start).
+    """
+    home = ctx.home
+    now = datetime.now(UTC)
+    last = _last_runs(RunLedger(home).read())
+    rows: list[dict[str, Any]] = []
+    for path in job_paths(home):
+        try:
+            job = load_job(path)
+        except JobFileError as exc:
+            rows.append({"name": path.stem, "path": str(path), "error": exc.problem})
+            continue
+        run = last.get(job.name)
+        rows.append(
+            {
+                "name": job.name,
+                "path": str(path),
+                "schedule": job.schedule.text,
+                "next_run": _iso(next_due(job.schedule, now)),
+                "last_run": None
+                if run is None
+                else {"time": _iso(run.time), "session": run.session, "status": run.status},
+            }
+        )
+    if as_json:
+        click.echo(msgspec.json.encode(rows).decode())
+        return
+    if not rows:
+        click.echo(f"no jobs in {jobs_dir(home)}")
+        return
+    click.echo(f"{'NAME':<20} {'SCHEDULE':<16} {'NEXT RUN (UTC)':<21} LAST RUN")
+    for row in rows:
+        if "error" in row:
+            click.echo(f"{row['name']:<20} invalid: {row['error']}")
+            continue
+        run = row["last_run"]
+        last_text = "never" if run is None else f"{run['status']} {run['time']} {run['session']}"
+        click.echo(
+            f"{row['name']:<20} {row['schedule']:<16} {row['next_run'] or 'never':<21} {last_text}"
+        )
+
+
+@jobs_group.command("check")
+@pass_ctx
+def jobs_check(ctx: Context) -> None:
+    """Validate every job file as `tether serve` does at start: exit 2 naming the first
+    invalid file."""
+    jobs = load_jobs(ctx.home)
+    names = ", ".join(f"{j.name} ({j.schedule.text})" for j in jobs)
+    click.echo(f"ok: {len(jobs)} job(s) in {jobs_dir(ctx.home)}" + (f": {names}" if jobs else ""))
+
+
+@click.command("tiers")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def tiers_cmd(ctx: Context, as_json: bool) -> None:
+    """Identity entries and notes with how often recall found each and when last
+    (what the tiering job reads); untrusted notes are marked."""
+    store = open_store(ctx.home, ctx.config())
+    try:
+        items = tiers(ctx.home, store)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(msgspec.json.encode(listing_json(items)).decode())
+        return
+    click.echo(render_listing(items))
+
+
+COMMANDS = [jobs_group]
+MEMORY_COMMANDS = [tiers_cmd]

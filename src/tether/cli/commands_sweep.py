@@ -1,0 +1,311 @@
+"""``tether owner ...`` and ``tether sweep ...``: the daily memory sweep.
+
+Output is counts, dates, statuses and reason codes only, never memory text; so is the
+telemetry line each ``sweep run`` appends to ``<home>/telemetry/sweep.jsonl``.
+
+``TETHER_TEST_NOW`` (an RFC 3339 time with a zone) replaces the wall clock in these
+commands. It exists for crash tests that need "the next day" and is not a user setting.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+import msgspec
+
+from tether.cli.context import Context, pass_ctx
+from tether.core.sweep.errors import TimezoneChangedError
+from tether.core.sweep.state import Owner
+from tether.core.sweep.windows import parse_date, window_for
+from tether.errors import BadInputError, NotFoundError, StoreError
+from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.sweep import cursor, owners
+from tether.sweep.producer import StagingPacketReader
+from tether.sweep.runner import Runner, members, report_json
+
+TEST_NOW_ENV = "TETHER_TEST_NOW"
+
+
+def now() -> datetime:
+    """The wall clock, or ``TETHER_TEST_NOW`` (tests only)."""
+    fixed = os.environ.get(TEST_NOW_ENV)
+    if not fixed:
+        return datetime.now(UTC)
+    try:
+        value = datetime.fromisoformat(fixed)
+    except ValueError:
+        raise BadInputError(f"{TEST_NOW_ENV}={fixed!r} is not an RFC 3339 time") from None
+    if value.tzinfo is None:
+        raise BadInputError(f"{TEST_NOW_ENV}={fixed!r} has no zone")
+    return value.astimezone(UTC)
+
+
+@contextmanager
+def sweep_store(ctx: Context) -> Iterator[SqliteSweepStore]:
+    home = ctx.home
+    if not home.is_dir():
+        raise NotFoundError(f"no tether home at {home}; run `tether init` first")
+    if ctx.config().store.url:
+        raise StoreError(home, "the sweep runs on the SQLite store only until PostgreSQL lands")
+    store = SqliteSweepStore(home / "tether.db")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _echo_json(value: object) -> None:
+    click.echo(msgspec.json.encode(value).decode())
+
+
+def owner_json(owner: Owner) -> dict[str, Any]:
+    return {
+        "id": owner.id,
+        "timezone": owner.timezone_name,
+        "account_generation": owner.account_generation,
+        "source_generation": owner.source_generation,
+        "receipt_namespace": owner.receipt_namespace,
+        "first_date": owner.first_date.isoformat(),
+        "deleted": owner.deleted_at is not None,
+    }
+
+
+# -- owner -----------------------------------------------------------------------------
+
+
+@click.group("owner")
+def owner_group() -> None:
+    """Owners of memory: zone, generations, deletion."""
+
+
+@owner_group.command("add")
+@click.argument("owner_id", metavar="ID")
+@click.option("--tz", "tz", required=True, metavar="ZONE", help="IANA zone, e.g. Europe/Paris.")
+@pass_ctx
+def owner_add(ctx: Context, owner_id: str, tz: str) -> None:
+    """Add an owner; the sweep starts with the local day before today."""
+    with sweep_store(ctx) as store:
+        owners.ensure_default(store, now())
+        row = owners.add(store, owners.owner_id(owner_id), tz, now())
+    click.echo(f"added owner {row.id} ({row.timezone_name}); first day {row.first_date}")
+
+
+@owner_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@pass_ctx
+def owner_list(ctx: Context, as_json: bool) -> None:
+    """List owners (deleted ones stay listed: their ids are never reused)."""
+    with sweep_store(ctx) as store:
+        owners.ensure_default(store, now())
+        rows = [owner_json(o) for o in owners.listing(store)]
+    if as_json:
+        _echo_json(rows)
+        return
+    click.echo(f"{'ID':<24} {'ZONE':<28} {'GEN':>7}  STATE")
+    for r in rows:
+        gen = f"{r['account_generation']}/{r['source_generation']}"
+        state = "deleted" if r["deleted"] else "active"
+        click.echo(f"{r['id']:<24} {r['timezone']:<28} {gen:>7}  {state}")
+
+
+@owner_group.command("set-tz")
+@click.argument("owner_id", metavar="ID")
+@click.argument("tz", metavar="ZONE")
+@pass_ctx
+def owner_set_tz(ctx: Context, owner_id: str, tz: str) -> None:
+    """Change an owner's zone (after a completed day, `sweep reconcile` must follow)."""
+    with sweep_store(ctx) as store:
+        row = owners.set_timezone(store, owners.owner_id(owner_id), tz)
+        with store.transaction(write=False) as tx:
+            cur = tx.cursor(row.id)
+    click.echo(f"owner {row.id} now in {row.timezone_name}")
+    if cur is not None and cur.timezone_name != row.timezone_name:
+        click.echo(f"the sweep waits for `tether sweep reconcile {row.id}`")
+
+
+@owner_group.command("delete")
+@click.argument("owner_id", metavar="ID")
+@pass_ctx
+def owner_delete(ctx: Context, owner_id: str) -> None:
+    """Mark an owner deleted, then wipe their memory, receipts and cursor."""
+    with sweep_store(ctx) as store:
+        done = owners.delete(store, owners.owner_id(owner_id), now())
+    click.echo(f"deleted owner {done.owner}: {done.rows_wiped} rows wiped")
+
+
+# -- sweep -----------------------------------------------------------------------------
+
+
+@click.group("sweep")
+def sweep_group() -> None:
+    """The daily memory sweep."""
+
+
+def _telemetry(ctx: Context, line: dict[str, Any]) -> None:
+    folder = ctx.home / "telemetry"
+    folder.mkdir(exist_ok=True)
+    with (folder / "sweep.jsonl").open("ab") as handle:
+        handle.write(msgspec.json.encode(line) + b"\n")
+
+
+@sweep_group.command("run")
+@click.option("--owner", "owner_ids", multiple=True, metavar="O", help="Only this owner.")
+@click.option("--date", "dates", multiple=True, metavar="D", help="Only this local date.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def sweep_run(
+    ctx: Context, owner_ids: tuple[str, ...], dates: tuple[str, ...], as_json: bool
+) -> None:
+    """Sweep completed local days (at most three per owner), then report."""
+    config = ctx.config().sweep
+    parsed = tuple(parse_date(d) for d in dates)
+    chosen = [owners.owner_id(o) for o in owner_ids] or None
+    moment = now()
+    claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    with sweep_store(ctx) as store:
+        if config.enabled and not config.kill_switch:
+            owners.ensure_default(store, moment)
+            for o in chosen or ():
+                owners.get(store, o)
+        runner = Runner(
+            store,
+            StagingPacketReader(ctx.home),
+            config=config,
+            cohort=members(config.cohort),
+            claimant=claimant,
+        )
+        report = runner.run(moment, chosen, parsed)
+    out = report_json(report)
+    statuses = Counter(o.status for o in report.owners)
+    reasons = Counter(r for o in report.owners for r in [o.reason] if r)
+    _telemetry(
+        ctx,
+        {
+            "time": moment.isoformat(),
+            "status": report.status,
+            "reason": report.reason,
+            "totals": out["totals"],
+            "owners": dict(statuses),
+            "reasons": dict(reasons),
+        },
+    )
+    if as_json:
+        _echo_json(out)
+    else:
+        _print_report(report)
+    if report.failed:
+        raise click.exceptions.Exit(1)
+
+
+def _print_report(report: Any) -> None:
+    if report.status != "ran":
+        click.echo(f"sweep {report.status} ({report.reason}): nothing written")
+        return
+    for o in report.owners:
+        days = ", ".join(f"{d.local_date} {d.status}" for d in o.days) or "no due days"
+        why = f" ({o.reason})" if o.reason else ""
+        click.echo(f"{o.owner}: {o.status}{why}; {days}")
+        if o.reason == "timezone_changed_requires_reconciliation":
+            click.echo(f"  runbook: {TimezoneChangedError.runbook}")
+        for d, reason in o.refused_dates:
+            click.echo(f"  {d} not swept ({reason})")
+    t = report.totals()
+    click.echo(
+        f"{t['days_complete']} days complete, {t['candidates']} candidates, {t['writes']} writes"
+    )
+
+
+@sweep_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def sweep_status(ctx: Context, as_json: bool) -> None:
+    """Switches, and per owner: zone, cursor, receipts, facts."""
+    config = ctx.config().sweep
+    rows: list[dict[str, Any]] = []
+    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
+        for o in tx.owners():
+            cur = tx.cursor(o.id)
+            states = Counter(r.state for r in tx.receipts(o.id))
+            rows.append(
+                {
+                    **owner_json(o),
+                    "cursor": None
+                    if cur is None
+                    else {
+                        "local_date": cur.local_date.isoformat(),
+                        "timezone": cur.timezone_name,
+                        "window_id": cur.window_id,
+                        "start_utc": cur.window_start_utc.isoformat(),
+                        "end_utc": cur.window_end_utc.isoformat(),
+                    },
+                    "needs_reconciliation": cur is not None
+                    and cur.timezone_name != o.timezone_name,
+                    "receipts_pending": states["pending"],
+                    "receipts_committed": states["committed"],
+                    "facts": len(tx.facts(o.id)),
+                }
+            )
+    doc = {
+        "enabled": config.enabled,
+        "kill_switch": config.kill_switch,
+        "open": config.enabled and not config.kill_switch,
+        "owners": rows,
+    }
+    if as_json:
+        _echo_json(doc)
+        return
+    state = "open" if doc["open"] else ("killed" if config.kill_switch else "closed")
+    click.echo(f"sweep {state}")
+    for r in rows:
+        day = r["cursor"]["local_date"] if r["cursor"] else "-"
+        flag = "  needs reconcile" if r["needs_reconciliation"] else ""
+        click.echo(
+            f"{r['id']:<24} {r['timezone']:<24} done to {day}  pending {r['receipts_pending']}"
+            f"  facts {r['facts']}{' deleted' if r['deleted'] else ''}{flag}"
+        )
+
+
+@sweep_group.command("reconcile")
+@click.argument("owner_id", metavar="OWNER")
+@pass_ctx
+def sweep_reconcile(ctx: Context, owner_id: str) -> None:
+    """Accept an owner's new zone: a new receipt namespace, the completed day kept."""
+    with sweep_store(ctx) as store:
+        done = cursor.reconcile(store, owners.owner_id(owner_id), now())
+    if done.status == "nothing_to_reconcile":
+        click.echo(f"owner {done.owner}: nothing to reconcile")
+    else:
+        click.echo(
+            f"owner {done.owner}: reconciled to {done.timezone_name} after {done.anchor_date}"
+            f" (receipt namespace {done.namespace})"
+        )
+
+
+@sweep_group.command("window")
+@click.option("--tz", "tz", required=True, metavar="ZONE")
+@click.option("--date", "day", required=True, metavar="D")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def sweep_window(tz: str, day: str, as_json: bool) -> None:
+    """The exact half-open UTC window of a local date in a zone."""
+    w = window_for(tz, parse_date(day))
+    doc = {
+        "window_id": w.window_id,
+        "start_utc": w.start_utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "end_utc": w.end_utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "hours": w.hours,
+    }
+    if as_json:
+        _echo_json(doc)
+    else:
+        click.echo(f"{day} in {tz}: [{doc['start_utc']}, {doc['end_utc']}) {w.hours:g} h")
+
+
+COMMANDS = [owner_group, sweep_group]

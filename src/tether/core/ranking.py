@@ -1,0 +1,118 @@
+"""How recall ranks what the index found: rows -> turns -> sessions. Pure, no I/O.
+
+- **Rows.** The store scores each row it finds by bm25 over the query's terms (weighted
+  and rescaled by ``core.query.plan``), with the owner's words (user text, notes, pages)
+  at full weight and the rest of a session log (assistant replies, tool calls, tool
+  summaries) at ``ASIDE_WEIGHT``: what the owner said is what they ask about later, and
+  replies restate the question's words in every answer. ``row_score`` adds the ``also``
+  words' bonus at the same field weight, and ``PERIOD_BOOST`` when the question names a
+  period and the row was written in it.
+- **Turns.** ``fold`` sums the rows of a turn (its user text, the reply, tool calls): one
+  hit per (session, turn), one per note or page, best first; the text shown is the turn's
+  best row.
+- **Sessions.** ``by_session`` scores a session by its best turn plus ``SESSION_REST``
+  times the others: a conversation that keeps coming back to the question beats one that
+  touched it once.
+
+Every constant was chosen on the tuning half of the LongMemEval benchmark
+(``benchmarks/longmemeval_retrieval.py``; figures in ``benchmarks/RESULTS.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tether.core import query
+from tether.core.periods import Period
+from tether.ports import Found
+
+#: Weight of assistant replies, tool calls and tool summaries beside the owner's words.
+ASIDE_WEIGHT = 0.3
+#: Fields weighed at ``ASIDE_WEIGHT``.
+ASIDE_FIELDS = frozenset({"assistant", "tool_call", "summary"})
+#: A session's score: its best turn plus this times the sum of its other turns.
+SESSION_REST = 0.3
+#: Score multiplier of a row written within the period a question names.
+PERIOD_BOOST = 1.0
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A turn (or a note, a page) with its score and the rows that made it."""
+
+    key: tuple[str, int] | str  # (session, turn) for log rows, else the ref
+    score: float
+    best: Found  # the row shown
+    rows: tuple[Found, ...]
+
+
+@dataclass(frozen=True)
+class SessionScore:
+    session: str
+    score: float
+    turns: tuple[Scored, ...]  # best first
+
+
+def field_weight(row: Found) -> float:
+    return ASIDE_WEIGHT if row.field in ASIDE_FIELDS else 1.0
+
+
+def row_score(
+    row: Found,
+    also: Sequence[tuple[str, float]] = (),
+    period: Period | None = None,
+    boost: float = PERIOD_BOOST,
+) -> float:
+    """The store's score plus the ``also`` bonus (at the row's field weight), boosted when
+    the row was written in ``period``."""
+    score = row.score + field_weight(row) * query.bonus(row.text, also)
+    if period is not None and boost and row.time in period:
+        score *= 1 + boost
+    return score
+
+
+def fold(
+    rows: Sequence[Found],
+    also: Sequence[tuple[str, float]] = (),
+    period: Period | None = None,
+    boost: float = PERIOD_BOOST,
+) -> list[Scored]:
+    """One ``Scored`` per turn (log rows) or per ref (notes, pages), best first; ties keep
+    the order the rows came in. Rows scoring nothing are left out."""
+    groups: dict[tuple[str, int] | str, list[tuple[float, Found]]] = {}
+    for row in rows:
+        score = row_score(row, also, period, boost)
+        if score <= 0:
+            continue
+        key: tuple[str, int] | str
+        key = (
+            (row.session, row.turn) if row.session is not None and row.turn is not None else row.ref
+        )
+        groups.setdefault(key, []).append((score, row))
+    out = [
+        Scored(
+            key=key,
+            score=sum(s for s, _ in scored),
+            best=max(scored, key=lambda sr: sr[0])[1],
+            rows=tuple(r for _, r in scored),
+        )
+        for key, scored in groups.items()
+    ]
+    out.sort(key=lambda s: -s.score)
+    return out
+
+
+def by_session(turns: Sequence[Scored], rest: float = SESSION_REST) -> list[SessionScore]:
+    """Sessions of the log turns in ``turns`` (best first): best turn + ``rest`` x the others."""
+    grouped: dict[str, list[Scored]] = {}
+    for t in turns:
+        if isinstance(t.key, tuple):
+            grouped.setdefault(t.key[0], []).append(t)
+    out = []
+    for session, ts in grouped.items():
+        ordered = sorted(ts, key=lambda s: -s.score)
+        score = ordered[0].score + rest * sum(s.score for s in ordered[1:])
+        out.append(SessionScore(session, score, tuple(ordered)))
+    out.sort(key=lambda s: -s.score)
+    return out

@@ -1,0 +1,115 @@
+"""Authority ordering and the decisions the sweep takes for each candidate.
+
+``direct_user_statement > agent_reusable_conclusion > sweep_inference``. A fact slot
+(subject scope + entity) holds at most one active fact. A candidate equal to or weaker
+than the slot's occupant is skipped (so the same fact met again on a later day is never
+added twice); only a strictly stronger one amends it. A trigger candidate can only
+repair an existing, active trigger whose provenance is ``standing_trigger``, and never one
+set with a higher authority; nothing creates a trigger from passive behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import msgspec
+
+from tether.core.sweep.packet import (
+    MAX_CANONICAL_WRITES,
+    Authority,
+    Candidate,
+    FactCandidate,
+    TriggerRepair,
+)
+from tether.core.sweep.triggers import compile_text
+
+RANK: dict[str, int] = {
+    "sweep_inference": 1,
+    "agent_reusable_conclusion": 2,
+    "direct_user_statement": 3,
+}
+STANDING = "standing_trigger"
+
+Action = Literal["add", "amend", "repair", "skip"]
+
+
+class Occupant(msgspec.Struct, frozen=True):
+    """What a fact slot holds now."""
+
+    authority: str
+    text: str
+
+
+class TriggerState(msgspec.Struct, frozen=True):
+    authority: str
+    condition: str
+    provenance: str
+    active: bool
+
+
+class Decision(msgspec.Struct, frozen=True):
+    action: Action
+    reason: str
+
+    @property
+    def writes(self) -> bool:
+        return self.action != "skip"
+
+
+def stronger(a: str, b: str) -> bool:
+    return RANK[a] > RANK[b]
+
+
+def decide_fact(authority: Authority, occupant: Occupant | None) -> Decision:
+    if occupant is None:
+        return Decision("add", "added")
+    if stronger(authority, occupant.authority):
+        return Decision("amend", "amended")
+    if authority == occupant.authority:
+        return Decision("skip", "equal_authority")
+    return Decision("skip", "lower_authority")
+
+
+def decide_trigger(candidate: TriggerRepair, state: TriggerState | None) -> Decision:
+    if state is None:
+        return Decision("skip", "no_standing_trigger")
+    if state.provenance != STANDING:
+        return Decision("skip", "not_standing_trigger")
+    if not state.active:
+        return Decision("skip", "trigger_inactive")
+    if stronger(state.authority, candidate.authority):
+        return Decision("skip", "lower_authority")
+    if compile_text(candidate.condition) == state.condition:
+        return Decision("skip", "unchanged")
+    return Decision("repair", "repaired")
+
+
+def plan_day(
+    candidates: Sequence[Candidate],
+    slots: Mapping[tuple[str, str], Occupant],
+    triggers: Mapping[str, TriggerState],
+) -> tuple[Decision, ...]:
+    """Decide every candidate in order against a snapshot, as applying them would (a
+    candidate sees the writes of those before it). Used to bound a day's writes."""
+    slots = dict(slots)
+    triggers = dict(triggers)
+    out: list[Decision] = []
+    for c in candidates:
+        if isinstance(c, FactCandidate):
+            d = decide_fact(c.authority, slots.get((c.subject, c.entity)))
+            if d.writes:
+                slots[(c.subject, c.entity)] = Occupant(c.authority, c.text)
+        else:
+            d = decide_trigger(c, triggers.get(c.trigger_id))
+            if d.writes:
+                old = triggers[c.trigger_id]
+                triggers[c.trigger_id] = msgspec.structs.replace(
+                    old, condition=compile_text(c.condition)
+                )
+        out.append(d)
+    return tuple(out)
+
+
+def within_write_bound(decisions: Sequence[Decision]) -> bool:
+    return sum(d.writes for d in decisions) <= MAX_CANONICAL_WRITES

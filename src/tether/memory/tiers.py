@@ -1,0 +1,19 @@
+"""The tiering listing over a home and its store: what ``memory tiers`` prints and what the
+tiering job reads. Counts come from the recalls log, so they survive a re-index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tether.core.tiers import TierItem, render_listing, tier_items
+from tether.memory.identity import Identity
+from tether.ports import Store
+
+
+def tiers(home: Path, store: Store) -> list[TierItem]:
+    return tier_items(Identity(home, store).entries(), store.notes(), store.recall_stats())
+
+
+def tiers_text(home: Path, store: Store) -> str:
+    """The tiering job's listing: untrusted notes listed and marked, their text withheld."""
+    return render_listing(tiers(home, store), withhold_untrusted=True)

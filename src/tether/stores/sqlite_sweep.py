@@ -1,0 +1,441 @@
+"""The sweep's SweepStore over SQLite: its own tables in ``<home>/tether.db``.
+
+The sweep keeps its own numbered migration track in ``sweep_schema_version`` (one row),
+separate from the main store's ``PRAGMA user_version``, so the two schemas evolve
+independently in the same file. ``SWEEP_MIGRATIONS[n]`` takes the sweep tables from
+version n to n + 1 in one transaction; append, never edit a shipped script; a newer
+version is refused unchanged.
+
+Canonical sweep writes are journalled in ``sweep_journal``, in the same transaction as
+the fact or trigger they record, with ``receipt_id UNIQUE``: a retried apply can never add
+a second journal entry. (The main store's ``journal_append`` commits on its own
+connection, so it cannot share that transaction, and it has no owner column to wipe by.)
+
+Every write transaction is ``BEGIN IMMEDIATE`` with ``synchronous = FULL``: a claim,
+apply, completion or cursor advance that returned is on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import cast
+
+from tether.core.sweep.state import (
+    Cursor,
+    Fact,
+    JournalRow,
+    Owner,
+    Receipt,
+    StagedPacket,
+    StandingTrigger,
+)
+from tether.errors import StoreError, StoreVersionError
+from tether.stores.migrations import statements
+from tether.stores.sqlite_sweep_schema import (
+    SWEEP_MIGRATIONS,
+    _dt,
+    _fact,
+    _fields,
+    _iso,
+    _journal,
+    _owner,
+    _receipt,
+    _trigger,
+)
+
+BUSY_TIMEOUT_MS = 15_000
+
+
+class SqliteSweepTx:
+    """``tether.ports.SweepTx`` on one connection inside an open transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
+
+    # -- owners ---------------------------------------------------------------------
+    _OWNER = (
+        "id, timezone, account_generation, source_generation, receipt_namespace,"
+        " first_date, created_at, deleted_at"
+    )
+
+    def owner(self, owner_id: str) -> Owner | None:
+        row = self._c.execute(
+            f"SELECT {self._OWNER} FROM sweep_owner WHERE id = ?", (owner_id,)
+        ).fetchone()
+        return None if row is None else _owner(row)
+
+    def owners(self) -> list[Owner]:
+        rows = self._c.execute(f"SELECT {self._OWNER} FROM sweep_owner ORDER BY id")
+        return [_owner(r) for r in rows]
+
+    def put_owner(self, owner: Owner) -> None:
+        self._c.execute(
+            f"INSERT OR REPLACE INTO sweep_owner ({self._OWNER}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                owner.id,
+                owner.timezone_name,
+                owner.account_generation,
+                owner.source_generation,
+                owner.receipt_namespace,
+                owner.first_date.isoformat(),
+                _iso(owner.created_at),
+                None if owner.deleted_at is None else _iso(owner.deleted_at),
+            ),
+        )
+
+    def wipe_owner(self, owner_id: str) -> int:
+        deleted = 0
+        for table in (
+            "sweep_fact",
+            "sweep_trigger",
+            "sweep_journal",
+            "sweep_receipt",
+            "sweep_cursor",
+            "sweep_stage",
+        ):
+            deleted += self._c.execute(f"DELETE FROM {table} WHERE owner = ?", (owner_id,)).rowcount
+        return deleted
+
+    # -- facts and triggers ---------------------------------------------------------
+    _FACT = (
+        "id, owner, subject, entity, text, authority, refs, origin_receipt, active,"
+        " created_at, updated_at"
+    )
+
+    def fact_in_slot(self, owner_id: str, subject: str, entity: str) -> Fact | None:
+        row = self._c.execute(
+            f"SELECT {self._FACT} FROM sweep_fact"
+            " WHERE owner = ? AND subject = ? AND entity = ? AND active = 1",
+            (owner_id, subject, entity),
+        ).fetchone()
+        return None if row is None else _fact(row)
+
+    def put_fact(self, fact: Fact) -> Fact:
+        values = (
+            fact.owner,
+            fact.subject,
+            fact.entity,
+            fact.text,
+            fact.authority,
+            fact.refs,
+            fact.origin_receipt,
+            int(fact.active),
+            _iso(fact.created_at),
+            _iso(fact.updated_at),
+        )
+        if fact.id:
+            self._c.execute(
+                "UPDATE sweep_fact SET owner = ?, subject = ?, entity = ?, text = ?,"
+                " authority = ?, refs = ?, origin_receipt = ?, active = ?, created_at = ?,"
+                " updated_at = ? WHERE id = ?",
+                (*values, fact.id),
+            )
+            return fact
+        cur = self._c.execute(
+            f"INSERT INTO sweep_fact ({self._FACT.removeprefix('id, ')})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            values,
+        )
+        return Fact(**{**_fields(fact), "id": cast(int, cur.lastrowid)})
+
+    def facts(self, owner_id: str) -> list[Fact]:
+        rows = self._c.execute(
+            f"SELECT {self._FACT} FROM sweep_fact WHERE owner = ? ORDER BY id", (owner_id,)
+        )
+        return [_fact(r) for r in rows]
+
+    _TRIGGER = "owner, id, condition, authority, provenance, active, updated_at"
+
+    def trigger(self, owner_id: str, trigger_id: str) -> StandingTrigger | None:
+        row = self._c.execute(
+            f"SELECT {self._TRIGGER} FROM sweep_trigger WHERE owner = ? AND id = ?",
+            (owner_id, trigger_id),
+        ).fetchone()
+        return None if row is None else _trigger(row)
+
+    def put_trigger(self, trigger: StandingTrigger) -> None:
+        self._c.execute(
+            f"INSERT OR REPLACE INTO sweep_trigger ({self._TRIGGER}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                trigger.owner,
+                trigger.id,
+                trigger.condition,
+                trigger.authority,
+                trigger.provenance,
+                int(trigger.active),
+                _iso(trigger.updated_at),
+            ),
+        )
+
+    def triggers(self, owner_id: str) -> list[StandingTrigger]:
+        rows = self._c.execute(
+            f"SELECT {self._TRIGGER} FROM sweep_trigger WHERE owner = ? ORDER BY id", (owner_id,)
+        )
+        return [_trigger(r) for r in rows]
+
+    # -- journal --------------------------------------------------------------------
+    _JOURNAL = "id, owner, receipt_id, time, who, action, target, before, after, evidence"
+
+    def journal_for(self, receipt_id: str) -> JournalRow | None:
+        row = self._c.execute(
+            f"SELECT {self._JOURNAL} FROM sweep_journal WHERE receipt_id = ?", (receipt_id,)
+        ).fetchone()
+        return None if row is None else _journal(row)
+
+    def append_journal(self, row: JournalRow) -> JournalRow:
+        cur = self._c.execute(
+            "INSERT INTO sweep_journal"
+            " (owner, receipt_id, time, who, action, target, before, after, evidence)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.owner,
+                row.receipt_id,
+                _iso(row.time),
+                row.who,
+                row.action,
+                row.target,
+                row.before,
+                row.after,
+                row.evidence,
+            ),
+        )
+        return JournalRow(**{**_fields(row), "id": cast(int, cur.lastrowid)})
+
+    def journal(self, owner_id: str) -> list[JournalRow]:
+        rows = self._c.execute(
+            f"SELECT {self._JOURNAL} FROM sweep_journal WHERE owner = ? ORDER BY id", (owner_id,)
+        )
+        return [_journal(r) for r in rows]
+
+    # -- receipts -------------------------------------------------------------------
+    _RECEIPT = (
+        "id, owner, namespace, local_date, kind, source_key, ordinal, account_generation,"
+        " source_generation, digest, state, claimant, lease_until, attempts, outcome, updated_at"
+    )
+
+    def receipt(self, receipt_id: str) -> Receipt | None:
+        row = self._c.execute(
+            f"SELECT {self._RECEIPT} FROM sweep_receipt WHERE id = ?", (receipt_id,)
+        ).fetchone()
+        return None if row is None else _receipt(row)
+
+    def put_receipt(self, receipt: Receipt) -> None:
+        self._c.execute(
+            f"INSERT OR REPLACE INTO sweep_receipt ({self._RECEIPT})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                receipt.id,
+                receipt.owner,
+                receipt.namespace,
+                receipt.local_date.isoformat(),
+                receipt.kind,
+                receipt.source_key,
+                receipt.ordinal,
+                receipt.account_generation,
+                receipt.source_generation,
+                receipt.digest,
+                receipt.state,
+                receipt.claimant,
+                _iso(receipt.lease_until),
+                receipt.attempts,
+                receipt.outcome,
+                _iso(receipt.updated_at),
+            ),
+        )
+
+    def receipts(self, owner_id: str) -> list[Receipt]:
+        rows = self._c.execute(
+            f"SELECT {self._RECEIPT} FROM sweep_receipt WHERE owner = ?"
+            " ORDER BY local_date, namespace, source_generation, kind, source_key, ordinal, id",
+            (owner_id,),
+        )
+        return [_receipt(r) for r in rows]
+
+    def pending_receipts(
+        self, owner_id: str, namespace: int, local_date: date, account_gen: int, source_gen: int
+    ) -> int:
+        row = self._c.execute(
+            "SELECT count(*) FROM sweep_receipt WHERE owner = ? AND namespace = ?"
+            " AND local_date = ? AND account_generation = ? AND source_generation = ?"
+            " AND state = 'pending'",
+            (owner_id, namespace, local_date.isoformat(), account_gen, source_gen),
+        ).fetchone()
+        return int(row[0])
+
+    # -- cursor and stages ----------------------------------------------------------
+    def cursor(self, owner_id: str) -> Cursor | None:
+        row = self._c.execute(
+            "SELECT owner, timezone, local_date, window_id, window_start, window_end, updated_at"
+            " FROM sweep_cursor WHERE owner = ?",
+            (owner_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return Cursor(
+            owner=row[0],
+            timezone_name=row[1],
+            local_date=date.fromisoformat(row[2]),
+            window_id=row[3],
+            window_start_utc=_dt(row[4]),
+            window_end_utc=_dt(row[5]),
+            updated_at=_dt(row[6]),
+        )
+
+    def put_cursor(self, cursor: Cursor) -> None:
+        self._c.execute(
+            "INSERT OR REPLACE INTO sweep_cursor"
+            " (owner, timezone, local_date, window_id, window_start, window_end, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                cursor.owner,
+                cursor.timezone_name,
+                cursor.local_date.isoformat(),
+                cursor.window_id,
+                _iso(cursor.window_start_utc),
+                _iso(cursor.window_end_utc),
+                _iso(cursor.updated_at),
+            ),
+        )
+
+    def stage(
+        self, owner_id: str, local_date: date, source_gen: int, window_id: str
+    ) -> StagedPacket | None:
+        row = self._c.execute(
+            "SELECT digest, packet, created_at FROM sweep_stage WHERE owner = ?"
+            " AND local_date = ? AND source_generation = ? AND window_id = ?",
+            (owner_id, local_date.isoformat(), source_gen, window_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return StagedPacket(
+            owner=owner_id,
+            local_date=local_date,
+            source_generation=source_gen,
+            window_id=window_id,
+            digest=row[0],
+            packet=bytes(row[1]),
+            created_at=_dt(row[2]),
+        )
+
+    def put_stage(self, staged: StagedPacket) -> None:
+        self._c.execute(
+            "INSERT OR IGNORE INTO sweep_stage"
+            " (owner, local_date, source_generation, window_id, digest, packet, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                staged.owner,
+                staged.local_date.isoformat(),
+                staged.source_generation,
+                staged.window_id,
+                staged.digest,
+                staged.packet,
+                _iso(staged.created_at),
+            ),
+        )
+
+
+class SqliteSweepStore:
+    """``tether.ports.SweepStore`` over ``<home>/tether.db`` (or any path). One connection
+    guarded by a lock; other processes may use the same file at the same time."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(self.path, f"cannot open the store: {exc}") from None
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def _c(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(self.path, "the store is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(self.path, f"{doing}: {exc}") from None
+
+    def _setup(self) -> None:
+        with self._errors("cannot open the sweep store"):
+            c = self._c()
+            c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(self.path, f"cannot use WAL journalling (got {mode})")
+            c.execute("PRAGMA synchronous = FULL")
+        while self._migrate_once():
+            pass
+
+    def _migrate_once(self) -> bool:
+        """Apply the next sweep migration; False when the schema is current."""
+        with self._errors("migrating the sweep schema"), self._lock:
+            c = self._c()
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.execute("CREATE TABLE IF NOT EXISTS sweep_schema_version (version INTEGER)")
+                row = c.execute("SELECT version FROM sweep_schema_version").fetchone()
+                version = 0 if row is None else int(row[0])
+                if version > len(SWEEP_MIGRATIONS):
+                    raise StoreVersionError(self.path, version, len(SWEEP_MIGRATIONS))
+                more = version < len(SWEEP_MIGRATIONS)
+                if more:
+                    for statement in statements(SWEEP_MIGRATIONS[version]):
+                        c.execute(statement)
+                    c.execute("DELETE FROM sweep_schema_version")
+                    c.execute("INSERT INTO sweep_schema_version VALUES (?)", (version + 1,))
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+            return more
+
+    def schema_version(self) -> int:
+        with self.transaction(write=False) as tx:
+            row = tx._c.execute("SELECT version FROM sweep_schema_version").fetchone()
+        return int(row[0])
+
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[SqliteSweepTx]:
+        """``BEGIN IMMEDIATE`` (or a deferred read snapshot), committed at the end of the
+        block, rolled back on any exception (which propagates)."""
+        with self._lock, self._errors("sweep transaction"):
+            c = self._c()
+            c.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield SqliteSweepTx(c)
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SqliteSweepStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,207 @@
+"""The sweep's SQLite schema (its own migration track) and row decoding.
+
+``SWEEP_MIGRATIONS[n]`` takes the sweep tables from version n to n + 1, recorded in the
+one-row table ``sweep_schema_version``, independent of the main store's
+``PRAGMA user_version``. Append a script for every change; never edit a shipped one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+from tether.core.sweep.state import Fact, JournalRow, Owner, Receipt, StandingTrigger
+
+SWEEP_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE sweep_owner (
+        id TEXT PRIMARY KEY,
+        timezone TEXT NOT NULL,
+        account_generation INTEGER NOT NULL,
+        source_generation INTEGER NOT NULL,
+        receipt_namespace INTEGER NOT NULL,
+        first_date TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        deleted_at TEXT
+    ) WITHOUT ROWID;
+
+    CREATE TABLE sweep_fact (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        owner TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        entity TEXT NOT NULL,
+        text TEXT NOT NULL,
+        authority TEXT NOT NULL,
+        refs TEXT NOT NULL,
+        origin_receipt TEXT,
+        active INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    -- One active fact per slot: a duplicate is a constraint error, not a second row.
+    CREATE UNIQUE INDEX sweep_fact_slot ON sweep_fact (owner, subject, entity) WHERE active = 1;
+
+    CREATE TABLE sweep_trigger (
+        owner TEXT NOT NULL,
+        id TEXT NOT NULL,
+        condition TEXT NOT NULL,
+        authority TEXT NOT NULL,
+        provenance TEXT NOT NULL,
+        active INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (owner, id)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE sweep_journal (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        owner TEXT NOT NULL,
+        receipt_id TEXT UNIQUE,
+        time TEXT NOT NULL,
+        who TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        before TEXT,
+        after TEXT,
+        evidence TEXT NOT NULL
+    );
+    CREATE INDEX sweep_journal_owner ON sweep_journal (owner, id);
+
+    CREATE TABLE sweep_receipt (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        namespace INTEGER NOT NULL,
+        local_date TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('candidate', 'source')),
+        source_key TEXT NOT NULL,
+        ordinal INTEGER NOT NULL,
+        account_generation INTEGER NOT NULL,
+        source_generation INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'committed')),
+        claimant TEXT NOT NULL,
+        lease_until TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        outcome TEXT,
+        updated_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX sweep_receipt_day ON sweep_receipt
+        (owner, namespace, local_date, account_generation, source_generation, state);
+
+    CREATE TABLE sweep_cursor (
+        owner TEXT PRIMARY KEY,
+        timezone TEXT NOT NULL,
+        local_date TEXT NOT NULL,
+        window_id TEXT NOT NULL,
+        window_start TEXT NOT NULL,
+        window_end TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE sweep_stage (
+        owner TEXT NOT NULL,
+        local_date TEXT NOT NULL,
+        source_generation INTEGER NOT NULL,
+        window_id TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        packet BLOB NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (owner, local_date, source_generation, window_id)
+    ) WITHOUT ROWID;
+    """,
+)
+
+
+def _iso(time: datetime) -> str:
+    if time.tzinfo is None or time.utcoffset() is None:
+        raise ValueError(f"naive datetime {time.isoformat()}: times in the store are UTC")
+    return time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _dt(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def _opt_dt(text: str | None) -> datetime | None:
+    return None if text is None else _dt(text)
+
+
+def _fields(struct: Any) -> dict[str, Any]:
+    return {f: getattr(struct, f) for f in struct.__struct_fields__}
+
+
+def _owner(r: Sequence[Any]) -> Owner:
+    return Owner(
+        id=r[0],
+        timezone_name=r[1],
+        account_generation=r[2],
+        source_generation=r[3],
+        receipt_namespace=r[4],
+        first_date=date.fromisoformat(r[5]),
+        created_at=_dt(r[6]),
+        deleted_at=_opt_dt(r[7]),
+    )
+
+
+def _fact(r: Sequence[Any]) -> Fact:
+    return Fact(
+        id=r[0],
+        owner=r[1],
+        subject=r[2],
+        entity=r[3],
+        text=r[4],
+        authority=r[5],
+        refs=r[6],
+        origin_receipt=r[7],
+        active=bool(r[8]),
+        created_at=_dt(r[9]),
+        updated_at=_dt(r[10]),
+    )
+
+
+def _trigger(r: Sequence[Any]) -> StandingTrigger:
+    return StandingTrigger(
+        owner=r[0],
+        id=r[1],
+        condition=r[2],
+        authority=r[3],
+        provenance=r[4],
+        active=bool(r[5]),
+        updated_at=_dt(r[6]),
+    )
+
+
+def _journal(r: Sequence[Any]) -> JournalRow:
+    return JournalRow(
+        id=r[0],
+        owner=r[1],
+        receipt_id=r[2],
+        time=_dt(r[3]),
+        who=r[4],
+        action=r[5],
+        target=r[6],
+        before=r[7],
+        after=r[8],
+        evidence=r[9],
+    )
+
+
+def _receipt(r: Sequence[Any]) -> Receipt:
+    return Receipt(
+        id=r[0],
+        owner=r[1],
+        namespace=r[2],
+        local_date=date.fromisoformat(r[3]),
+        kind=r[4],
+        source_key=r[5],
+        ordinal=r[6],
+        account_generation=r[7],
+        source_generation=r[8],
+        digest=r[9],
+        state=r[10],
+        claimant=r[11],
+        lease_until=_dt(r[12]),
+        attempts=r[13],
+        outcome=r[14],
+        updated_at=_dt(r[15]),
+    )

@@ -1,0 +1,152 @@
+"""Owners: who the memory belongs to, their zone, generations and deletion marker.
+
+``delete`` is two transactions: the durable deletion marker (with a new account
+generation) first, then the wipe of the owner's memory, journal, receipts, cursor and
+stages. Every sweep transaction re-reads the marker, so once it is set nothing of the
+owner is written again; a crash between the two is finished by deleting again.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+import msgspec
+
+from tether.core.sweep.errors import OwnerExistsError, SweepFencedError, UnknownOwnerError
+from tether.core.sweep.state import Owner, StandingTrigger
+from tether.core.sweep.triggers import compile_text
+from tether.core.sweep.windows import local_today, zone
+from tether.errors import InvalidIdError
+from tether.ports import SweepStore
+from tether.sweep.fence import live_owner
+from tether.testing.crash import crash_point
+
+DEFAULT_OWNER = "owner"
+DEFAULT_ZONE = "UTC"
+OWNER_GRAMMAR = "1 to 64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit"
+_OWNER_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def owner_id(value: str) -> str:
+    if not _OWNER_ID.fullmatch(value):
+        raise InvalidIdError("owner id", value, OWNER_GRAMMAR)
+    return value
+
+
+def new_owner(owner: str, timezone_name: str, now: datetime) -> Owner:
+    """A fresh owner whose first swept day is the local day before ``now``."""
+    zone(timezone_name)
+    return Owner(
+        id=owner_id(owner),
+        timezone_name=timezone_name,
+        first_date=local_today(timezone_name, now) - timedelta(days=1),
+        created_at=now,
+    )
+
+
+def add(store: SweepStore, owner: str, timezone_name: str, now: datetime) -> Owner:
+    row = new_owner(owner, timezone_name, now)
+    with store.transaction() as tx:
+        old = tx.owner(owner)
+        if old is not None:
+            raise OwnerExistsError(owner, deleted=old.deleted_at is not None)
+        tx.put_owner(row)
+    return row
+
+
+def ensure_default(store: SweepStore, now: datetime) -> None:
+    """The home's default owner ``owner`` (UTC) exists, unless it was deleted."""
+    with store.transaction(write=False) as tx:
+        if tx.owner(DEFAULT_OWNER) is not None:
+            return
+    row = new_owner(DEFAULT_OWNER, DEFAULT_ZONE, now)
+    with store.transaction() as tx:
+        if tx.owner(DEFAULT_OWNER) is None:
+            tx.put_owner(row)
+
+
+def listing(store: SweepStore) -> list[Owner]:
+    with store.transaction(write=False) as tx:
+        return tx.owners()
+
+
+def get(store: SweepStore, owner: str) -> Owner:
+    with store.transaction(write=False) as tx:
+        row = tx.owner(owner)
+    if row is None:
+        raise UnknownOwnerError(owner)
+    return row
+
+
+def set_timezone(store: SweepStore, owner: str, timezone_name: str) -> Owner:
+    """Change the zone. With a completed cursor in another zone, the sweep then stops for
+    this owner until ``tether sweep reconcile`` (nothing replayed, nothing skipped)."""
+    zone(timezone_name)
+    with store.transaction() as tx:
+        if tx.owner(owner) is None:
+            raise UnknownOwnerError(owner)
+        row = msgspec.structs.replace(live_owner(tx, owner), timezone_name=timezone_name)
+        tx.put_owner(row)
+    return row
+
+
+class Deleted(msgspec.Struct, frozen=True):
+    owner: str
+    rows_wiped: int
+    already_marked: bool
+
+
+def delete(store: SweepStore, owner: str, now: datetime) -> Deleted:
+    with store.transaction() as tx:
+        row = tx.owner(owner)
+        if row is None:
+            raise UnknownOwnerError(owner)
+        already = row.deleted_at is not None
+        if not already:
+            tx.put_owner(
+                msgspec.structs.replace(
+                    row, deleted_at=now, account_generation=row.account_generation + 1
+                )
+            )
+    crash_point("owner-delete-after-marker")
+    with store.transaction() as tx:
+        wiped = tx.wipe_owner(owner)
+    return Deleted(owner, wiped, already)
+
+
+def roll_source_generation(store: SweepStore, owner: str, expected: int) -> int:
+    """Start a new source generation (the owner's sources were rebuilt): compare-and-set
+    on ``expected``. The cursor's completed-day window identity is kept; packets and
+    receipts of the old generation are refused from now on."""
+    with store.transaction() as tx:
+        row = live_owner(tx, owner)
+        if row.source_generation != expected:
+            raise SweepFencedError(owner, "source_generation_changed")
+        tx.put_owner(msgspec.structs.replace(row, source_generation=expected + 1))
+    return expected + 1
+
+
+def add_standing_trigger(
+    store: SweepStore,
+    owner: str,
+    trigger_id: str,
+    condition: object,
+    *,
+    now: datetime,
+    authority: str = "direct_user_statement",
+) -> StandingTrigger:
+    """An owner-set trigger (the only way one is created; the sweep can only repair)."""
+    trigger = StandingTrigger(
+        owner=owner,
+        id=trigger_id,
+        condition=compile_text(condition),
+        authority=authority,
+        provenance="standing_trigger",
+        active=True,
+        updated_at=now,
+    )
+    with store.transaction() as tx:
+        live_owner(tx, owner)
+        tx.put_trigger(trigger)
+    return trigger

