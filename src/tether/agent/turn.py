@@ -36,6 +36,7 @@ from tether.ports import Clock, Store
 from tether.records import (
     Assistant,
     Baseline,
+    LogRecord,
     ToolCall,
     ToolResult,
     TurnError,
@@ -72,6 +73,11 @@ class TurnFailedError(TetherError):
         self.kind = kind
         self.cause = cause
         self.runbook = cause.runbook or ("session-full" if kind == "session_full" else None)
+
+
+async def _append(session: Session, *records: LogRecord) -> None:
+    """Append durably (lock, write, fsync) off the event loop."""
+    await asyncio.to_thread(session.append, *records)
 
 
 def _error_kind(exc: LlmError) -> TurnErrorKind:
@@ -162,7 +168,9 @@ class Agent:
         places its requests in the slot gate's queue (scheduled work passes its own).
         """
         async with self.busy.hold(sid):
-            session = self.open_or_create(sid, slot)
+            # File and SQLite work runs in a worker thread: a scheduled turn's fsyncs and
+            # indexing must not hold the event loop while a live turn waits on it.
+            session = await asyncio.to_thread(self.open_or_create, sid, slot)
             try:
                 await self._compact_if_due(session)
                 try:
@@ -180,7 +188,7 @@ class Agent:
                     return await self._turn(session, text, speaker, priority)
             finally:
                 self._after_turn(session)
-                self._index(session.id)
+                await asyncio.to_thread(self._index, session.id)
 
     def _after_turn(self, session: Session) -> None:
         for hook in self.after_turn:
@@ -218,7 +226,7 @@ class Agent:
         self, session: Session, text: str, speaker: str | None, priority: Priority
     ) -> TurnDone:
         started = _time.perf_counter()
-        session.append(User(time=self.clock.now(), text=text, speaker=speaker))
+        await _append(session, User(time=self.clock.now(), text=text, speaker=speaker))
         crash_point("turn-after-user")
         usage: Usage | None = None
         for _ in range(self.config.tools.step_limit):
@@ -233,11 +241,13 @@ class Agent:
                     completion = await self.llm.complete(request)
             except asyncio.CancelledError:
                 # The daemon is stopping mid-turn: say so in the log, then let it stop.
-                session.append(TurnError(time=self.clock.now(), kind="interrupted"))
+                session.append(
+                    TurnError(time=self.clock.now(), kind="interrupted")
+                )  # no await: cancelled
                 raise
             except LlmError as exc:
                 kind = _error_kind(exc)
-                session.append(TurnError(time=self.clock.now(), kind=kind))
+                await _append(session, TurnError(time=self.clock.now(), kind=kind))
                 raise TurnFailedError(session.id, kind, exc) from exc
             now = self.clock.now()
             usage = Usage(
@@ -247,7 +257,7 @@ class Agent:
                 predicted_n=completion.predicted_n,
             )
             if not completion.tool_calls:
-                session.append(Assistant(time=now, text=completion.content), usage)
+                await _append(session, Assistant(time=now, text=completion.content), usage)
                 return TurnDone(
                     session=session.id,
                     turn=session.turns(),
@@ -263,11 +273,11 @@ class Agent:
                 ToolCall(time=now, id=c.id, name=c.name, args=c.args) for c in completion.tool_calls
             ]
             # The calls are durable before any of them runs.
-            session.append(*lead, *calls, usage)
+            await _append(session, *lead, *calls, usage)
             crash_point("turn-after-tool-calls")
             for call in calls:
                 await self._run_tool(session, call)
-        session.append(TurnError(time=self.clock.now(), kind="tool_step_limit"))
+        await _append(session, TurnError(time=self.clock.now(), kind="tool_step_limit"))
         raise TurnFailedError(
             session.id,
             "tool_step_limit",
@@ -298,4 +308,4 @@ class Agent:
                 class_=outcome.class_,
                 untrusted=outcome.untrusted,
             )
-        session.append(result)
+        await _append(session, result)
