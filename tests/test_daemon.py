@@ -3,7 +3,6 @@ Unix socket, the fake llama server over HTTP, crash points that SIGKILL the daem
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.daemon.api import DaemonClient
+from daemon_helpers import Daemon, child_env, tether
 from tether.home import init_home
 from tether.records import Assistant, ToolCall, ToolResult, User
 from tether.sessions import Session
@@ -37,54 +36,6 @@ def short_home(fake: FakeLlama) -> Iterator[Path]:
         init_home(home)
         (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 10\n')
         yield home
-
-
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"TETHER_HOME", "TETHER_CRASH_AT"}}
-    env.update(extra or {})
-    return env
-
-
-def tether(
-    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=_env(env),
-        timeout=timeout,
-        check=False,
-    )
-
-
-class Daemon:
-    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
-        self.home = home
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.cli.main", "--home", str(home), "serve"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(env),
-        )
-        # Wait until this daemon answers: a socket file left by a killed one may exist.
-        client = DaemonClient(home, timeout_s=5)
-        deadline = time.monotonic() + 20
-        try:
-            while not client.alive():
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    _, err = self.proc.communicate(timeout=5)
-                    raise AssertionError(f"daemon did not start: {err}")
-                time.sleep(0.02)
-        finally:
-            client.close()
-
-    def stop(self) -> tuple[int, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, err
 
 
 def test_chat_through_the_daemon_and_clean_stop(short_home: Path, fake: FakeLlama) -> None:
@@ -125,7 +76,7 @@ def test_sigterm_lets_the_turn_in_flight_finish(short_home: Path, fake: FakeLlam
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=child_env(),
     )
     deadline = time.monotonic() + 20
     while not fake.requests and time.monotonic() < deadline:
@@ -198,7 +149,7 @@ def test_chat_repl_reads_lines_until_eof(short_home: Path, fake: FakeLlama) -> N
         input="first\n\nsecond\n",
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=60,
         check=False,
     )

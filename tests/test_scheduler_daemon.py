@@ -5,10 +5,7 @@ daemon right after a run is recorded as started."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -16,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from daemon_helpers import Daemon, tether
 from tether.home import init_home
 from tether.records import Assistant
 from tether.scheduler.ledger import RunLedger
@@ -39,49 +37,6 @@ def short_home(fake: FakeLlama) -> Iterator[Path]:
         init_home(home)
         (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 10\n')
         yield home
-
-
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"TETHER_HOME", "TETHER_CRASH_AT"}}
-    env.update(extra or {})
-    return env
-
-
-def tether(
-    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=_env(env),
-        timeout=timeout,
-        check=False,
-    )
-
-
-class Daemon:
-    def __init__(self, home: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.cli.main", "--home", str(home), "serve"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
-        sock = home / "run" / "tether.sock"
-        deadline = time.monotonic() + 20
-        while not sock.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                _, err = self.proc.communicate(timeout=5)
-                raise AssertionError(f"daemon did not start: {err}")
-            time.sleep(0.02)
-
-    def stop(self) -> tuple[int, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, err
 
 
 def _wait_for(check: object, timeout: float = 20) -> None:
