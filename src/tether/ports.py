@@ -15,9 +15,10 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from tether.core.memory_block import Entry
 from tether.core.sweep import state as _sweep
 
-HitKind = Literal["turn", "summary", "page", "fact", "note"]
+HitKind = Literal["turn", "summary", "page", "fact", "note", "identity"]
 Tag = Literal["memory", "memory-tainted"]
 #: Which part of a session log an indexed row came from.
 LogField = Literal["user", "assistant", "tool_call", "summary"]
@@ -32,7 +33,8 @@ class Hit(msgspec.Struct, frozen=True):
     text: str
     tag: Tag
     score: float
-    #: Stable key of what was found (``note:12``, ``page:slug``, ``turn:s1:4``), used by
+    #: Stable key of what was found (``note:12``, ``page:slug``, ``turn:s1:4``,
+    #: ``identity:m-3fa2c1``, ``fact:7``), used by
     #: the recalls log so counts survive a re-index.
     ref: str
 
@@ -158,6 +160,17 @@ class Store(Protocol):
     def get_page(self, slug: str) -> Page | None: ...
 
     def pages(self) -> list[Page]: ...
+
+    # -- identity entries and sweep facts, mirrored into the index ----------------------
+    def identity_stamp(self) -> str | None:
+        """The stamp (memory.md's sha256) given with the identity rows indexed now."""
+
+    def replace_identity(self, entries: Sequence[Entry], *, stamp: str, time: datetime) -> None:
+        """Replace every identity row with ``entries`` and store ``stamp``, atomically."""
+
+    def sync_facts(self) -> bool:
+        """Re-index the sweep's active facts if they changed since last time (a cheap
+        check otherwise); True when it did."""
 
     # -- search ------------------------------------------------------------------------
     def search(self, match: str, k: int) -> list[Hit]:

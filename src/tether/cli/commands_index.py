@@ -48,12 +48,12 @@ def _one_line(text: str, width: int = TEXT_CHARS) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON list of hits.")
 @pass_ctx
 def recall_cmd(ctx: Context, query: str, k: int, as_json: bool) -> None:
-    """Search memory (every epoch of every session, notes, pages) with a question."""
+    """Search memory (every epoch of every session, notes, pages, identity, facts)."""
     home = ctx.home
     store = open_store(home, ctx.config())
     try:
         report = index_home(home, store)
-        hits = recall(store, query, k, time=datetime.now(UTC))
+        hits = recall(store, query, k, time=datetime.now(UTC), home=home)
     finally:
         store.close()
     for sid, problem in report.errors:

@@ -3,14 +3,20 @@
 The file is markdown; its list items are the entries. The owner may edit it by hand at
 any time; tools read it fresh for every edit, under a lock, and write it back through a
 temporary file and a rename, so a crash never leaves half a file.
+
+The entries are also indexed for recall (kind ``identity``, ref ``identity:<entry id>``):
+``sync`` compares the file's sha256 with the one stored with the index and re-indexes
+when they differ. Recall runs it first, so a hand edit is found by the next recall; tool
+edits run it too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tether.core.memory_block import Entry, entry_id, parse_entries
@@ -48,6 +54,25 @@ class Identity:
     def entries(self) -> list[Entry]:
         return parse_entries(self.text())
 
+    def sync(self) -> bool:
+        """Re-index the entries if memory.md changed since they were indexed; True if so."""
+        try:
+            data = self.path.read_bytes()
+            mtime = datetime.fromtimestamp(self.path.stat().st_mtime, UTC)
+        except FileNotFoundError:
+            data, mtime = b"", datetime.fromtimestamp(0, UTC)
+        except OSError as exc:
+            raise TetherError(f"{self.path}: cannot read identity: {exc}") from None
+        stamp = hashlib.sha256(data).hexdigest()
+        if stamp == self.store.identity_stamp():
+            return False
+        try:
+            entries = parse_entries(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise TetherError(f"{self.path}: cannot read identity: {exc}") from None
+        self.store.replace_identity(entries, stamp=stamp, time=mtime)
+        return True
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,6 +82,7 @@ class Identity:
 
     def _write(self, text: str) -> None:
         write_atomic(self.path, text.encode("utf-8"))
+        self.sync()
 
     def _journal(
         self,

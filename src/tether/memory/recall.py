@@ -8,6 +8,10 @@ lifts what was written in it. ``core.ranking`` weighs the owner's words above re
 tool output and folds rows into one hit per (session, turn). Every hit returned is logged
 in the recalls log (counts and last found times survive a re-index).
 
+Identity entries (memory.md) and the sweep's active facts are searched too, as kinds
+``identity`` and ``fact``: a recall first brings their index rows in step (a cheap check
+when nothing changed; see ``stores.sqlite_mirror``).
+
 ``recall_sessions`` is the same search ranked by session: a session's turn hits
 aggregated by ``core.ranking.by_session``.
 """
@@ -16,11 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import msgspec
 
 from tether.core import periods, query, ranking
 from tether.errors import BadInputError
+from tether.memory.identity import Identity
 from tether.ports import Hit, Store
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
@@ -79,6 +85,13 @@ def _turns(store: Store, q: _Question, pool: int, budget: int) -> list[ranking.S
     return []
 
 
+def _sync(store: Store, home: Path | None) -> None:
+    """Bring the identity (when ``home`` is given) and sweep fact rows in step."""
+    if home is not None:
+        Identity(home, store).sync()
+    store.sync_facts()
+
+
 def _hit(scored: ranking.Scored) -> Hit:
     best = scored.best
     return Hit(
@@ -93,16 +106,24 @@ def _hit(scored: ranking.Scored) -> Hit:
 
 
 def recall(
-    store: Store, text: str, k: int, *, time: datetime, budget: int = query.DEFAULT_BUDGET
+    store: Store,
+    text: str,
+    k: int,
+    *,
+    time: datetime,
+    budget: int = query.DEFAULT_BUDGET,
+    home: Path | None = None,
 ) -> list[Hit]:
     """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
     A query with nothing searchable in it (empty, punctuation, only stop words) finds
     nothing rather than everything. ``budget`` bounds the rows ranked (see core.query).
-    ``time`` is also "now" for a period the question names.
+    ``time`` is also "now" for a period the question names. With ``home``, identity
+    entries are brought in step with its memory.md first.
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
+    _sync(store, home)
     q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget)
     hits = [_hit(t) for t in turns[:k]]

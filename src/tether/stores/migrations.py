@@ -103,6 +103,39 @@ MIGRATIONS: tuple[str, ...] = (
     );
     INSERT INTO doc_fts (doc_fts) VALUES ('rebuild');
     """,
+    # 3: identity entries (memory.md) and the sweep's active facts are indexed too, as
+    # kinds ``identity`` (ref ``identity:<entry id>``) and ``fact`` (``fact:<id>``).
+    # ``doc`` is copied to widen its kind CHECK; row ids are kept, so the FTS index (by
+    # rowid over the same text) stays valid without a rebuild. ``mirror`` holds what each
+    # mirrored source looked like when last indexed ('identity': memory.md's sha256,
+    # 'facts': the sweep's fact change counter), so recall re-syncs only on a change.
+    """
+    CREATE TABLE doc_new (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL
+            CHECK (kind IN ('turn', 'summary', 'page', 'fact', 'note', 'identity')),
+        session TEXT,
+        epoch INTEGER,
+        turn INTEGER,
+        field TEXT,
+        tainted INTEGER NOT NULL,
+        ref TEXT,              -- note:<id>, page:<slug>, identity:<id>, fact:<id>; NULL for logs
+        time INTEGER NOT NULL, -- unix microseconds, UTC
+        text TEXT NOT NULL,
+        body TEXT GENERATED ALWAYS AS
+            (CASE WHEN field IN ('assistant', 'tool_call', 'summary') THEN '' ELSE text END)
+            VIRTUAL,
+        aside TEXT GENERATED ALWAYS AS
+            (CASE WHEN field IN ('assistant', 'tool_call', 'summary') THEN text ELSE '' END)
+            VIRTUAL
+    );
+    INSERT INTO doc_new (id, kind, session, epoch, turn, field, tainted, ref, time, text)
+        SELECT id, kind, session, epoch, turn, field, tainted, ref, time, text FROM doc;
+    DROP TABLE doc;
+    ALTER TABLE doc_new RENAME TO doc;
+    CREATE INDEX doc_ref ON doc (ref) WHERE ref IS NOT NULL;
+    CREATE TABLE mirror (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+    """,
 )
 
 

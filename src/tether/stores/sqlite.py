@@ -1,13 +1,15 @@
 """The embedded Store: one SQLite file (WAL, FTS5), no server.
 
-Layout (migrations 1 and 2):
+Layout (migrations 1 to 3):
 
-- ``doc`` holds every searchable row: session-log rows (kind ``turn`` or ``summary``) and
-  one row per note and page (``fact`` is reserved). ``doc_fts`` is an external-content
-  FTS5 index (porter-stemmed unicode61) over two columns computed from ``doc.text``:
-  ``body`` (user text, notes, pages) and ``aside`` (assistant replies, tool calls, tool
-  summaries), so a search can weigh them apart. The text is stored once, the index holds
-  only postings, and ``reset_index`` can rebuild it from what remains.
+- ``doc`` holds every searchable row: session-log rows (kind ``turn`` or ``summary``),
+  one row per note and page, and rows mirrored from memory.md (``identity``) and the
+  sweep's active facts (``fact``), kept in step by ``sqlite_mirror``. ``doc_fts`` is an
+  external-content FTS5 index (porter-stemmed unicode61) over two columns computed from
+  ``doc.text``: ``body`` (user text, notes, pages, identity, facts) and ``aside``
+  (assistant replies, tool calls, tool summaries), so a search can weigh them apart.
+  The text is stored once, the index holds only postings, and ``reset_index`` can
+  rebuild it from what remains.
 - ``index_cursor``: per log file, the byte offset indexed so far and the session's turn
   number and taint there, so an incremental pass resumes exactly.
 - ``note``, ``page``, ``journal``, ``recall_log``: the memory itself; never touched by
@@ -34,6 +36,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 
+from tether.core.memory_block import Entry
 from tether.errors import StoreError, StoreVersionError
 from tether.ports import (
     Found,
@@ -46,6 +49,7 @@ from tether.ports import (
     Page,
     RecallStat,
 )
+from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import MIGRATIONS, statements
 
@@ -357,6 +361,27 @@ class SqliteStore:
             return [
                 _page(r) for r in c.execute(f"SELECT {self._PAGE_COLUMNS} FROM page ORDER BY slug")
             ]
+
+    # -- identity and sweep facts, mirrored into the index (``sqlite_mirror``) ------------
+
+    def identity_stamp(self) -> str | None:
+        with self._read("reading the identity stamp") as c:
+            return mirror.stamp(c, "identity")
+
+    def replace_identity(self, entries: Sequence[Entry], *, stamp: str, time: datetime) -> None:
+        with self._write("indexing identity", durable=False) as c:
+            mirror.replace_identity(c, entries, stamp, _utc(time))
+
+    def sync_facts(self) -> bool:
+        with self._read("reading the facts stamp") as c:
+            if mirror.facts_stamp(c) == mirror.stamp(c, "facts"):
+                return False
+        with self._write("indexing sweep facts", durable=False) as c:
+            current = mirror.facts_stamp(c)  # again, inside the transaction
+            if current == mirror.stamp(c, "facts"):
+                return False
+            mirror.replace_facts(c, current)
+        return True
 
     # -- search (the SQL is in ``sqlite_search``) ----------------------------------------
 

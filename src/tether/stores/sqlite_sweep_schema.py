@@ -109,6 +109,24 @@ SWEEP_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (owner, local_date, source_generation, window_id)
     ) WITHOUT ROWID;
     """,
+    # 2: a counter bumped by every change to facts or owners (triggers, so no write path
+    # can forget it): the main store re-indexes the active facts when it moves.
+    """
+    CREATE TABLE sweep_fact_change (n INTEGER NOT NULL);
+    INSERT INTO sweep_fact_change (n) VALUES (0);
+    CREATE TRIGGER sweep_fact_ins AFTER INSERT ON sweep_fact
+        BEGIN UPDATE sweep_fact_change SET n = n + 1; END;
+    CREATE TRIGGER sweep_fact_upd AFTER UPDATE ON sweep_fact
+        BEGIN UPDATE sweep_fact_change SET n = n + 1; END;
+    CREATE TRIGGER sweep_fact_del AFTER DELETE ON sweep_fact
+        BEGIN UPDATE sweep_fact_change SET n = n + 1; END;
+    CREATE TRIGGER sweep_owner_ins AFTER INSERT ON sweep_owner
+        BEGIN UPDATE sweep_fact_change SET n = n + 1; END;
+    CREATE TRIGGER sweep_owner_upd AFTER UPDATE ON sweep_owner
+        BEGIN UPDATE sweep_fact_change SET n = n + 1; END;
+    CREATE TRIGGER sweep_owner_del AFTER DELETE ON sweep_owner
+        BEGIN UPDATE sweep_fact_change SET n = n + 1; END;
+    """,
 )
 
 

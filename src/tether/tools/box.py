@@ -85,7 +85,7 @@ class ToolBox:
         # Other sessions are indexed after each of their turns; this one may have
         # records from the turn in progress.
         index_home(self.home, self.store, only=[ctx.session])
-        hits = recall(self.store, a.query, a.k, time=ctx.time)
+        hits = recall(self.store, a.query, a.k, time=ctx.time, home=self.home)
         if not hits:
             return ToolOutcome("no matches in memory", "memory", False)
         lines = []

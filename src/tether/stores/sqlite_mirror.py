@@ -1,0 +1,100 @@
+"""Index rows mirrored from sources the main store does not own: identity entries
+(``memory/memory.md``) and the daily sweep's active facts (``sweep_fact``, same file).
+
+Design: recall-time sync, not writes from the sources' own paths. Before a recall, a
+cheap check compares a stamp of the source with the one stored in ``mirror`` when it was
+last indexed: memory.md's sha256 (it is small; a hash also catches an owner's hand edit
+that keeps size and mtime), and the sweep's ``sweep_fact_change`` counter, which sweep
+triggers bump on every fact or owner write (insert, amend, deactivate, wipe, delete), so no
+sweep write path has to know about the index and the sweep store stays unaware of the
+main store's schema. When a stamp differs, every row of that kind is replaced, with the
+new stamp, in one transaction. Identity rows are trusted by construction (the owner's
+file); facts are trusted (a ``Fact`` carries no untrusted flag).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from tether.core.memory_block import Entry
+from tether.stores.sqlite_search import EPOCH, MICRO
+
+#: The stamp of the facts when the sweep's tables do not exist (yet) in this file.
+NO_SWEEP = "none"
+
+_ACTIVE_FACTS = (
+    "SELECT id, text, updated_at FROM sweep_fact WHERE active = 1 AND owner NOT IN"
+    " (SELECT id FROM sweep_owner WHERE deleted_at IS NOT NULL) ORDER BY id"
+)
+
+
+def stamp(c: sqlite3.Connection, name: str) -> str | None:
+    row = c.execute("SELECT value FROM mirror WHERE name = ?", (name,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def facts_stamp(c: sqlite3.Connection) -> str:
+    """The sweep's fact change counter as text, or ``NO_SWEEP``."""
+    exists = c.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sweep_fact_change'"
+    ).fetchone()
+    if exists is None:
+        return NO_SWEEP
+    row = c.execute("SELECT n FROM sweep_fact_change").fetchone()
+    return NO_SWEEP if row is None else str(row[0])
+
+
+def _micros(time: datetime) -> int:
+    return (time.astimezone(UTC) - EPOCH) // MICRO
+
+
+def _replace(
+    c: sqlite3.Connection,
+    kind: str,
+    rows: Iterable[tuple[str, str, int]],
+    name: str,
+    value: str,
+) -> None:
+    """Replace every index row of ``kind`` with ``rows`` (ref, text, time in
+    microseconds), keep ``doc_rows`` in step, and store the source's new stamp."""
+    old = c.execute("SELECT id, body, aside FROM doc WHERE kind = ?", (kind,)).fetchall()
+    c.executemany(
+        "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)", old
+    )
+    c.execute("DELETE FROM doc WHERE kind = ?", (kind,))
+    first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
+    new = [(kind, ref, time, text) for ref, text, time in rows]
+    c.executemany("INSERT INTO doc (kind, tainted, ref, time, text) VALUES (?, 0, ?, ?, ?)", new)
+    c.execute(
+        "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id >= ?",
+        (first,),
+    )
+    delta = len(new) - len(old)
+    if delta:
+        c.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
+    c.execute(
+        "INSERT INTO mirror (name, value) VALUES (?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        (name, value),
+    )
+
+
+def replace_identity(
+    c: sqlite3.Connection, entries: Sequence[Entry], value: str, time: datetime
+) -> None:
+    """Index ``entries`` as the identity rows (``identity:<entry id>``), stamped ``value``."""
+    at = _micros(time)
+    _replace(c, "identity", ((f"identity:{e.id}", e.text, at) for e in entries), "identity", value)
+
+
+def replace_facts(c: sqlite3.Connection, value: str) -> None:
+    """Index the sweep's active facts (``fact:<id>``), stamped ``value``."""
+    rows: list[tuple[str, str, int]] = []
+    if value != NO_SWEEP:
+        rows = [
+            (f"fact:{i}", text, _micros(datetime.fromisoformat(updated)))
+            for i, text, updated in c.execute(_ACTIVE_FACTS)
+        ]
+    _replace(c, "fact", rows, "facts", value)
