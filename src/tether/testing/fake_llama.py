@@ -21,7 +21,6 @@ renders to exactly what the slot cached.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import socket
@@ -36,9 +35,28 @@ from typing import Any
 import msgspec
 
 from tether.core.tokens import pieces
+from tether.testing.fake_protocol import (
+    IM_END,
+    BadRequest,
+    body_tokens,
+    common_prefix,
+    context_error_json,
+    error_json,
+    message_text,
+    render,
+    request_json_schema,
+    request_messages,
+)
 
-IM_START = "<|im_start|>"
-IM_END = "<|im_end|>\n"
+__all__ = [
+    "FakeLlama",
+    "RecordedRequest",
+    "Reply",
+    "context_error_json",
+    "error_json",
+    "render",
+    "serve_forever",
+]
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -79,103 +97,9 @@ class _Slot:
         self.processing = False
 
 
-class _BadRequest(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def error_json(code: int, message: str, kind: str) -> dict[str, Any]:
-    """An error body in llama-server's shape."""
-    return {"error": {"code": code, "message": message, "type": kind}}
-
-
-def context_error_json(n_prompt_tokens: int, n_ctx: int) -> dict[str, Any]:
-    """llama-server's context-overflow body, byte for byte in structure and wording."""
-    return {
-        "error": {
-            "code": 400,
-            "message": f"request ({n_prompt_tokens} tokens) exceeds the available context size "
-            f"({n_ctx} tokens), try increasing it",
-            "type": "exceed_context_size_error",
-            "n_prompt_tokens": n_prompt_tokens,
-            "n_ctx": n_ctx,
-        }
-    }
-
-
-# -- prompt rendering --------------------------------------------------------------------
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    raise _BadRequest(f"message content must be a string, a list of parts or null: {content!r}")
-
-
-def _calls_json(tool_calls: Any) -> str:
-    """Tool calls normalised (arguments parsed, keys sorted) so formatting cannot matter."""
-    if not tool_calls:
-        return ""
-    if not isinstance(tool_calls, list):
-        raise _BadRequest("tool_calls must be a list")
-    out = []
-    for call in tool_calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            raise _BadRequest("each tool call needs a 'function' object")
-        args = function.get("arguments")
-        if isinstance(args, str):
-            with contextlib.suppress(ValueError):
-                args = json.loads(args)
-        out.append({"id": call.get("id"), "name": function.get("name"), "arguments": args})
-    return json.dumps(out, sort_keys=True, ensure_ascii=False)
-
-
-def _body_tokens(message: dict[str, Any]) -> list[str]:
-    return pieces(_text(message.get("content"))) + pieces(_calls_json(message.get("tool_calls")))
-
-
-def render(tools: list[Any], messages: list[dict[str, Any]]) -> list[str]:
-    """The prompt tokens of a request; a request that appends messages extends them."""
-    out: list[str] = []
-    if tools:
-        out += [IM_START, *pieces("system\n"), *pieces(json.dumps(tools, sort_keys=True)), IM_END]
-    for message in messages:
-        out += [IM_START, *pieces(str(message.get("role")) + "\n")]
-        out += [*_body_tokens(message), IM_END]
-    return [*out, IM_START, *pieces("assistant\n")]
-
-
-def _common_prefix(a: list[str], b: list[str]) -> int:
-    pairs = zip(a, b, strict=False)
-    return next((i for i, (x, y) in enumerate(pairs) if x != y), min(len(a), len(b)))
-
-
-def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages
-    ):
-        raise _BadRequest("'messages' must be a list of objects with a string 'role'")
-    return messages
-
-
-def _json_schema(body: dict[str, Any]) -> dict[str, Any] | None:
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict) and isinstance(fmt.get("json_schema"), dict):
-        schema = fmt["json_schema"].get("schema")
-        return schema if isinstance(schema, dict) else None
-    return None
-
-
 def _default_reply(messages: list[dict[str, Any]]) -> Reply:
     users = [m for m in messages if m.get("role") == "user"]
-    last = _text(users[-1].get("content")) if users else ""
+    last = message_text(users[-1].get("content")) if users else ""
     return Reply(content="ok: " + last[:40])
 
 
@@ -312,21 +236,21 @@ class FakeLlama:
             if method == "POST" and path in ("/tokenize", "/fake/script", *_CHAT_PATHS):
                 return self._post(path, _json_object(body))
             return 404, error_json(404, "File Not Found", "not_found_error")
-        except _BadRequest as exc:
+        except BadRequest as exc:
             return 400, error_json(400, exc.message, "invalid_request_error")
 
     def _post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         if path == "/tokenize":
             content = body.get("content")
             if not isinstance(content, str):
-                raise _BadRequest("'content' must be a string")
+                raise BadRequest("'content' must be a string")
             return 200, {"tokens": [zlib.crc32(p.encode()) for p in pieces(content)]}
         if path == "/fake/script":
             slot = body.pop("slot", None)
             try:
                 self.script(msgspec.convert(body, Reply), slot)
             except (msgspec.ValidationError, ValueError, TypeError) as exc:
-                raise _BadRequest(f"bad script: {exc}") from None
+                raise BadRequest(f"bad script: {exc}") from None
             return 200, {"status": "ok"}
         return self._chat(path, body)
 
@@ -344,10 +268,10 @@ class FakeLlama:
 
     def _chat(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         arrived = time.monotonic()
-        messages = _messages(body)
+        messages = request_messages(body)
         tools = body.get("tools") or []
         if not isinstance(tools, list):
-            raise _BadRequest("'tools' must be a list")
+            raise BadRequest("'tools' must be a list")
         tokens = render(tools, messages)
         id_slot = body.get("id_slot")
         index = 0 if id_slot in (None, -1) else id_slot
@@ -371,7 +295,7 @@ class FakeLlama:
             cache_n=counts[0],
             prompt_n=counts[1],
             n_tokens=len(tokens),
-            json_schema=_json_schema(body),
+            json_schema=request_json_schema(body),
             time=arrived,
             status=status,
             body=body,
@@ -400,7 +324,7 @@ class FakeLlama:
             self._served += 1
             served = self._served
         use_cache = body.get("cache_prompt") is not False  # llama-server's default: on
-        cache_n = _common_prefix(cached, tokens) if use_cache else 0
+        cache_n = common_prefix(cached, tokens) if use_cache else 0
         # Like llama-server: the last prompt token is always evaluated, to get logits.
         cache_n = min(cache_n, n - 1)
         counts = (cache_n, n - cache_n)
@@ -419,7 +343,7 @@ class FakeLlama:
                 reply = msgspec.structs.replace(reply, content="".join(content[:limit]))
                 truncated = True
         message = _reply_message(reply, served)
-        reply_tokens = [*_body_tokens(message), IM_END]
+        reply_tokens = [*body_tokens(message), IM_END]
         with self._lock:
             slot.tokens = [*tokens, *reply_tokens][: self.n_ctx]
         payload = _completion_json(body, message, served, counts, len(reply_tokens))
@@ -482,9 +406,9 @@ def _json_object(body: bytes) -> dict[str, Any]:
     try:
         value = json.loads(body) if body else None
     except ValueError as exc:
-        raise _BadRequest(f"request body is not JSON: {exc}") from None
+        raise BadRequest(f"request body is not JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise _BadRequest("request body must be a JSON object")
+        raise BadRequest("request body must be a JSON object")
     return value
 
 
