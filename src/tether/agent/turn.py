@@ -7,6 +7,7 @@ log: at worst a User with no answer, which the next turn simply follows.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time as _time
 from collections.abc import Callable
@@ -62,6 +63,9 @@ class TurnDone:
     untrusted: bool
     usage: Usage | None
     elapsed_ms: float
+    #: The session's depth reached the compaction threshold with this turn: callers
+    #: compact it next (``compact_if_due``) without re-reading its logs to find out.
+    compact_due: bool = False
 
 
 class TurnFailedError(TetherError):
@@ -174,7 +178,7 @@ class Agent:
             try:
                 await self._compact_if_due(session)
                 try:
-                    return await self._turn(session, text, speaker, priority)
+                    done = await self._turn(session, text, speaker, priority)
                 except TurnFailedError as exc:
                     if exc.kind != "session_full":
                         raise
@@ -185,7 +189,8 @@ class Agent:
                         await self.compactor.compact(session)
                     except CompactionFailedError as failed:
                         raise TurnFailedError(session.id, "session_full", failed) from failed
-                    return await self._turn(session, text, speaker, priority)
+                    done = await self._turn(session, text, speaker, priority)
+                return dataclasses.replace(done, compact_due=self.due(session))
             finally:
                 self._after_turn(session)
                 await asyncio.to_thread(self._index, session.id)
@@ -215,12 +220,14 @@ class Agent:
     async def compact_if_due(self, sid: str) -> CompactionDone | None:
         """After a turn: compact the session if its depth reached the threshold."""
         async with self.busy.hold(sid):
-            return await self._compact_if_due(Session.open(self.home, sid))
+            session = await asyncio.to_thread(Session.open, self.home, sid)
+            return await self._compact_if_due(session)
 
     async def compact_now(self, sid: str) -> CompactionDone:
         """The owner's /compact: compact whatever the depth (waits for a turn in flight)."""
         async with self.busy.hold(sid):
-            return await self.compactor.compact(Session.open(self.home, sid))
+            session = await asyncio.to_thread(Session.open, self.home, sid)
+            return await self.compactor.compact(session)
 
     async def _turn(
         self, session: Session, text: str, speaker: str | None, priority: Priority

@@ -45,15 +45,22 @@ class _InProcess:
 
         self.runtime = build_runtime(ctx.home, ctx.config())
         self.loop = asyncio.new_event_loop()
+        self.due: set[str] = set()
 
     def turn(self, session: str, text: str) -> dict[str, Any]:
         from tether.daemon.api import turn_json
 
         done = self.loop.run_until_complete(self.runtime.agent.run_turn(session, text))
+        self.due.discard(session)
+        if done.compact_due:
+            self.due.add(session)
         return turn_json(done)
 
     def compact_if_due(self, sid: str) -> None:
-        self.loop.run_until_complete(self.runtime.agent.compact_if_due(sid))
+        """After a turn: compact when that turn said the session is due (the daemon does
+        the same), without re-reading the session's logs to find out."""
+        if sid in self.due:
+            self.loop.run_until_complete(self.runtime.agent.compact_if_due(sid))
 
     def compact(self, sid: str) -> dict[str, Any]:
         from tether.daemon.api import compaction_json

@@ -129,9 +129,10 @@ def build_app(runtime: Runtime) -> Starlette:
         log_turn(done)
         # Compaction runs after the reply goes out; the next turn of this session waits
         # for it on the busy set, other sessions do not.
-        task = asyncio.create_task(_compact_after(done.session))
-        background.add(task)
-        task.add_done_callback(background.discard)
+        if done.compact_due:
+            task = asyncio.create_task(_compact_after(done.session))
+            background.add(task)
+            task.add_done_callback(background.discard)
         return JSONResponse(turn_json(done))
 
     async def _compact_after(sid: str) -> None:

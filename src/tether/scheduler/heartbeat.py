@@ -90,6 +90,7 @@ class Heartbeat:
                 done.elapsed_ms,
             )
             # A standing session: compacted like any other when it gets deep.
-            await agent.compact_if_due(HEARTBEAT_SESSION)
+            if done.compact_due:
+                await agent.compact_if_due(HEARTBEAT_SESSION)
         except TetherError as exc:
             log.warning("heartbeat failed: %s", exc)
