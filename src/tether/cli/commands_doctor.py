@@ -15,9 +15,8 @@ from typing import Any
 
 import click
 import httpx
-import msgspec
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, echo_json, pass_ctx
 from tether.config import Config
 from tether.errors import LlmError, TetherError
 from tether.llm.llama_server import LlamaServerClient
@@ -177,7 +176,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     config = ctx.config()
     report = asyncio.run(diagnose(config))
     if as_json:
-        click.echo(msgspec.json.encode(_json(report)).decode())
+        echo_json(_json(report))
     else:
         where = "" if report.backend == "embedded" else f" at {config.llm.url}"
         click.echo(f"backend: {report.backend}{where}")

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import msgspec
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, echo_json, pass_ctx
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall
 from tether.ports import Hit
@@ -59,7 +58,7 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool) -> None:
     for sid, problem in report.errors:
         click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
     if as_json:
-        click.echo(msgspec.json.encode([hit_json(h) for h in hits]).decode())
+        echo_json([hit_json(h) for h in hits])
         return
     if not hits:
         click.echo("no matches")

@@ -6,9 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-import msgspec
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, echo_json, pass_ctx
 from tether.core.cron import next_due
 from tether.core.scheduling import RunRecord
 from tether.core.tiers import listing_json, render_listing
@@ -65,7 +64,7 @@ def jobs_list(ctx: Context, as_json: bool) -> None:
             }
         )
     if as_json:
-        click.echo(msgspec.json.encode(rows).decode())
+        echo_json(rows)
         return
     if not rows:
         click.echo(f"no jobs in {jobs_dir(home)}")
@@ -104,7 +103,7 @@ def tiers_cmd(ctx: Context, as_json: bool) -> None:
     finally:
         store.close()
     if as_json:
-        click.echo(msgspec.json.encode(listing_json(items)).decode())
+        echo_json(listing_json(items))
         return
     click.echo(render_listing(items))
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import click
-import msgspec
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, echo_json, pass_ctx
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.stores import open_store
@@ -50,7 +49,7 @@ def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
     finally:
         store.close()
     if as_json:
-        click.echo(msgspec.json.encode(entries).decode())
+        echo_json(entries)
         return
     for j in entries:
         where = f" session={j.session}" if j.session else ""

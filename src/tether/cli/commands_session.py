@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import msgspec
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, echo_json, pass_ctx
 from tether.errors import TetherError
 from tether.sessions import Session, list_sessions
 
@@ -23,10 +22,6 @@ def session_json(session: Session) -> dict[str, Any]:
         "carry": session.carry,
         "slot": session.slot,
     }
-
-
-def _echo_json(value: object) -> None:
-    click.echo(msgspec.json.encode(value).decode())
 
 
 @click.group("session")
@@ -49,7 +44,7 @@ def session_list(ctx: Context, as_json: bool) -> None:
         except TetherError as exc:
             rows.append({"id": sid, "error": str(exc)})
     if as_json:
-        _echo_json(rows)
+        echo_json(rows)
         return
     if not rows:
         click.echo(f"no sessions in {ctx.home}")
@@ -71,7 +66,7 @@ def session_show(ctx: Context, session_id: str, as_json: bool) -> None:
     """Show one session: current epoch, epochs, turns, taint, carried summary, slot."""
     info = session_json(Session.open(ctx.home, session_id))
     if as_json:
-        _echo_json(info)
+        echo_json(info)
         return
     click.echo(f"session   {info['id']}")
     click.echo(f"epoch     {info['epoch']} (epochs: {', '.join(map(str, info['epochs']))})")
@@ -97,7 +92,7 @@ def session_compact(ctx: Context, session_id: str, as_json: bool) -> None:
 
     info = with_backend(ctx, lambda backend: backend.compact(session_id))
     if as_json:
-        _echo_json(info)
+        echo_json(info)
         return
     where = f"; banked {info['segment']}" if info["segment"] else ""
     click.echo(

@@ -21,7 +21,7 @@ from typing import Any
 import click
 import msgspec
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, echo_json, pass_ctx
 from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import parse_date, window_for
@@ -60,10 +60,6 @@ def sweep_store(ctx: Context) -> Iterator[SqliteSweepStore]:
         yield store
     finally:
         store.close()
-
-
-def _echo_json(value: object) -> None:
-    click.echo(msgspec.json.encode(value).decode())
 
 
 def owner_json(owner: Owner) -> dict[str, Any]:
@@ -107,7 +103,7 @@ def owner_list(ctx: Context, as_json: bool) -> None:
         owners.ensure_default(store, now())
         rows = [owner_json(o) for o in owners.listing(store)]
     if as_json:
-        _echo_json(rows)
+        echo_json(rows)
         return
     click.echo(f"{'ID':<24} {'ZONE':<28} {'GEN':>7}  STATE")
     for r in rows:
@@ -198,7 +194,7 @@ def sweep_run(
         },
     )
     if as_json:
-        _echo_json(out)
+        echo_json(out)
     else:
         _print_report(report)
     if report.failed:
@@ -260,7 +256,7 @@ def sweep_status(ctx: Context, as_json: bool) -> None:
         "owners": rows,
     }
     if as_json:
-        _echo_json(doc)
+        echo_json(doc)
         return
     state = "open" if doc["open"] else ("killed" if config.kill_switch else "closed")
     click.echo(f"sweep {state}")
@@ -303,7 +299,7 @@ def sweep_window(tz: str, day: str, as_json: bool) -> None:
         "hours": w.hours,
     }
     if as_json:
-        _echo_json(doc)
+        echo_json(doc)
     else:
         click.echo(f"{day} in {tz}: [{doc['start_utc']}, {doc['end_utc']}) {w.hours:g} h")
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import msgspec
 
 from tether.config import Config, load_config
 from tether.home import resolve_home
@@ -24,3 +25,8 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def echo_json(value: object) -> None:
+    """``--json`` output: one JSON document on stdout."""
+    click.echo(msgspec.json.encode(value).decode())
