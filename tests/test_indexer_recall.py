@@ -343,6 +343,32 @@ def test_a_question_in_another_tense_finds_the_turn(
     assert recall(store, "how many fish did Milo catch", 1, time=NOW) == []
 
 
+def test_a_question_finds_the_turn_that_says_it_with_another_verb(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "The smoker arrived, I got it at the hardware store", "Enjoy the BBQ!")
+    turn(s, tick, "Is the hardware store open on Sunday?", "Usually, yes.")
+    turn(s, tick, "I paid the plumber at last", "Good.")
+    index_home(home, store)
+    assert recall(store, "what did I buy at the hardware store?", 1, time=NOW)[0].turn == 1
+    assert recall(store, "how much did I spend on the plumber?", 1, time=NOW)[0].turn == 3
+    # "got" alone is not a question about buying: it is still a stop word.
+    assert recall(store, "what have I got?", 1, time=NOW) == []
+
+
+def test_a_single_quoted_title_ranks_the_turn_that_names_it(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    s = new(home, tick)
+    turn(s, tick, "The power went out twice and I read by candle", "Stay safe.")
+    turn(s, tick, "Finished listening to 'The Power' by Naomi Alderman", "Great book.")
+    turn(s, tick, "Power tools are loud; the power of habit is real", "True.")
+    index_home(home, store)
+    top = recall(store, "When did I listen to 'The Power'?", 3, time=NOW)
+    assert top[0].turn == 2
+
+
 def test_a_named_period_lifts_what_was_said_in_it(home: Path, store: SqliteStore) -> None:
     old = Session.create(home, "old", baseline=BASE, slot=0, time=NOW - timedelta(days=30))
     old.append(

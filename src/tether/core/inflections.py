@@ -34,7 +34,7 @@ weave wove woven | weep wept | win won | write wrote written
 
 def _forms_table() -> dict[str, tuple[str, ...]]:
     table: dict[str, tuple[str, ...]] = {}
-    for group in _TABLE.split("|"):
+    for group in _TABLE.replace("\n", "|").split("|"):
         words = tuple(group.split())
         for word in words:
             table[word] = tuple(w for w in words if w != word)

@@ -3,11 +3,11 @@
 Queries are questions ("when did I buy my bike?"), never search syntax: every term is
 quoted as an FTS5 string, so ``AND``, ``NEAR``, ``:``, parentheses or quotes in the input
 are plain words or separators and no expression built here can be rejected. What the
-input may say on purpose is honoured: a "double-quoted phrase" is also searched as a
-phrase, and ``word*`` as a prefix. Stop words (how a question is asked, not what it is
-about) are dropped; the irregular forms of a verb ("buy": "bought") are searched too, at
-``VARIANT_WEIGHT``. Terms are OR-ed: a row holding more of them, and rarer ones, ranks
-higher (bm25).
+input may say on purpose is honoured: a "double-quoted" or 'single-quoted' phrase (a
+title, a name) is also searched as a phrase, and ``word*`` as a prefix. Stop words
+(how a question is asked, not what it is about) are dropped; the irregular forms of a
+verb ("buy": "bought") are searched too, at ``VARIANT_WEIGHT``. Terms are OR-ed: a row
+holding more of them, and rarer ones, ranks higher (bm25).
 
 Scale: bm25 costs about a microsecond per matching row, and FTS5 computes a term's idf by
 reading every posting of it, so a term found in a million rows would make every recall
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tether.core.inflections import forms
+from tether.core.synonyms import synonyms
 
 #: Distinct words kept from one query: a pasted 10 KB text still searches quickly.
 MAX_TERMS = 32
@@ -58,6 +59,10 @@ MAX_PHRASE_WORDS = 8
 # never straddles what the index sees as two tokens.
 _WORD = re.compile(r"[^\W_]+")
 _PHRASE = re.compile(r"[\"“”„]([^\"“”„]+)[\"“”„]")
+# 'Single-quoted' titles ('The Power', 'Book Lovers Unite'): the opening quote starts a
+# word after a non-word, the closing one ends a word before a non-word, and apostrophes
+# inside a word ("Mary's", 'The Handmaid's Tale') neither open nor close one.
+_SINGLE = re.compile(r"(?<![^\W_])['‘]([^\W_](?:[^'‘’\n]|['’](?=[^\W_]))*?)['’](?![^\W_])")
 
 #: Words that say how a question is asked, not what it is about. Contraction pieces
 #: ("don", "t") are here because the tokenizer splits "don't" in two.
@@ -162,8 +167,8 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
         Term(quote(w, prefix=True), None) if prefix else Term(quote(w), w) for w, prefix in words
     ]
     seen = {w for w, _ in words}
-    for m in _PHRASE.finditer(text):
-        inner = [w.lower() for w in _WORD.findall(m.group(1)) if len(w) <= MAX_TERM_CHARS]
+    for inside in _phrases(text):
+        inner = [w.lower() for w in _WORD.findall(inside) if len(w) <= MAX_TERM_CHARS]
         phrase = " ".join(inner[:MAX_PHRASE_WORDS])
         if len(inner) >= 2 and phrase not in seen:
             seen.add(phrase)
@@ -171,11 +176,20 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
             if len(seen) - len(words) >= MAX_PHRASES:
                 break
     for w, prefix in words:
-        for form in () if prefix or VARIANT_WEIGHT <= 0 else forms(w):
-            if form not in seen and form not in STOP_WORDS:
+        others = synonyms(w)
+        for form in () if prefix or VARIANT_WEIGHT <= 0 else (*forms(w), *others):
+            # A synonym may be a stop word ("got"): the group says it means the act here.
+            if form not in seen and (form not in STOP_WORDS or form in others):
                 seen.add(form)
                 out.append(Term(quote(form), form, VARIANT_WEIGHT))
     return tuple(out)
+
+
+def _phrases(text: str) -> list[str]:
+    """What the question puts in double or single quotes, in order of appearance."""
+    found = [(m.start(), m.group(1)) for m in _PHRASE.finditer(text)]
+    found += [(m.start(), m.group(1)) for m in _SINGLE.finditer(text)]
+    return [inside for _, inside in sorted(found)]
 
 
 def weight(count: int, total: int) -> float:
