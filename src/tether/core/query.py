@@ -58,11 +58,16 @@ MAX_PHRASE_WORDS = 8
 # Python's \w minus "_": FTS5's unicode61 tokenizer treats "_" as a separator, so a term
 # never straddles what the index sees as two tokens.
 _WORD = re.compile(r"[^\W_]+")
-_PHRASE = re.compile(r"[\"“”„]([^\"“”„]+)[\"“”„]")
+#: Characters inside one pair of quotes: a longer span is no title (and a bound keeps an
+#: unclosed quote in a pasted 10 KB text from making the search for its end quadratic).
+MAX_PHRASE_CHARS = 200
+_PHRASE = re.compile(rf"[\"“”„]([^\"“”„]{{1,{MAX_PHRASE_CHARS}}})[\"“”„]")
 # 'Single-quoted' titles ('The Power', 'Book Lovers Unite'): the opening quote starts a
 # word after a non-word, the closing one ends a word before a non-word, and apostrophes
 # inside a word ("Mary's", 'The Handmaid's Tale') neither open nor close one.
-_SINGLE = re.compile(r"(?<![^\W_])['‘]([^\W_](?:[^'‘’\n]|['’](?=[^\W_]))*?)['’](?![^\W_])")
+_SINGLE = re.compile(
+    rf"(?<![^\W_])['‘]([^\W_](?:[^'‘’\n]|['’](?=[^\W_])){{0,{MAX_PHRASE_CHARS}}}?)['’](?![^\W_])"
+)
 
 #: Words that say how a question is asked, not what it is about. Contraction pieces
 #: ("don", "t") are here because the tokenizer splits "don't" in two.
