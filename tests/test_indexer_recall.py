@@ -409,6 +409,23 @@ def test_sessions_rank_a_conversation_that_keeps_coming_back_to_it(
         recall_sessions(store, "shed", 0, time=NOW)
 
 
+def test_a_session_whose_replies_are_about_it_is_found_by_what_they_say(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    gear = new(home, tick, "gear")
+    turn(gear, tick, "Which flash fits my Sony A7?", "For photography on the A7, a Godox flash.")
+    turn(gear, tick, "How do I clean my 24-70 lens?", "Photography shops sell lens kits.")
+    turn(gear, tick, "I want a comfier camera bag", "Photography accessories: try Peak Design.")
+    club = new(home, tick, "club")
+    turn(club, tick, "The accessories stall at the fair was busy", "Fairs are fun.")
+    index_home(home, store)
+    question = "Which accessories would complement my photography setup?"
+    # Turn by turn, the owner's own word wins...
+    assert recall(store, question, 1, time=NOW)[0].session == "club"
+    # ...but the conversation that was about photography is the session to bring back.
+    assert [s.session for s in recall_sessions(store, question, 2, time=NOW)] == ["gear", "club"]
+
+
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
     """A real home with a few sessions, a note and a page, shared by the property test."""

@@ -63,6 +63,13 @@ def test_also_words_count_less_in_replies() -> None:
     reply = row("a", 2, 0.0, field="assistant", text="your garden")
     assert ranking.row_score(owner, also) == 2.0
     assert ranking.row_score(reply, also) == pytest.approx(2.0 * ranking.ASIDE_WEIGHT)
+    # Ranking sessions weighs replies more (still less than the owner's words).
+    session_weight = ranking.SESSION_ASIDE_WEIGHT
+    assert ranking.ASIDE_WEIGHT < session_weight < 1.0
+    assert ranking.row_score(reply, also, aside=session_weight) == pytest.approx(
+        2.0 * session_weight
+    )
+    assert ranking.row_score(owner, also, aside=session_weight) == 2.0
 
 
 def test_a_row_written_in_the_named_period_is_lifted() -> None:

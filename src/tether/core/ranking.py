@@ -12,7 +12,8 @@
   best row.
 - **Sessions.** ``by_session`` scores a session by its best turn plus ``SESSION_REST``
   times the others: a conversation that keeps coming back to the question beats one that
-  touched it once.
+  touched it once. Rows are weighed for sessions with ``SESSION_ASIDE_WEIGHT`` in place of
+  ``ASIDE_WEIGHT``: which conversation was about something shows in the replies as well.
 
 Every constant was chosen on the tuning half of the LongMemEval benchmark
 (``benchmarks/longmemeval_retrieval.py``; figures in ``benchmarks/RESULTS.md``).
@@ -29,6 +30,9 @@ from tether.ports import Found
 
 #: Weight of assistant replies, tool calls and tool summaries beside the owner's words.
 ASIDE_WEIGHT = 0.3
+#: The same weight when ranking sessions: what a conversation is about shows in the
+#: replies too (the owner asks about "my Sony flash", the replies talk photography).
+SESSION_ASIDE_WEIGHT = 0.5
 #: Fields weighed at ``ASIDE_WEIGHT``.
 ASIDE_FIELDS = frozenset({"assistant", "tool_call", "summary"})
 #: A session's score: its best turn plus this times the sum of its other turns.
@@ -54,8 +58,8 @@ class SessionScore:
     turns: tuple[Scored, ...]  # best first
 
 
-def field_weight(row: Found) -> float:
-    return ASIDE_WEIGHT if row.field in ASIDE_FIELDS else 1.0
+def field_weight(row: Found, aside: float = ASIDE_WEIGHT) -> float:
+    return aside if row.field in ASIDE_FIELDS else 1.0
 
 
 def row_score(
@@ -63,10 +67,11 @@ def row_score(
     also: Sequence[tuple[str, float]] = (),
     period: Period | None = None,
     boost: float = PERIOD_BOOST,
+    aside: float = ASIDE_WEIGHT,
 ) -> float:
-    """The store's score plus the ``also`` bonus (at the row's field weight), boosted when
-    the row was written in ``period``."""
-    score = row.score + field_weight(row) * query.bonus(row.text, also)
+    """The store's score plus the ``also`` bonus (at the row's field weight, ``aside`` for
+    replies and tool output), boosted when the row was written in ``period``."""
+    score = row.score + field_weight(row, aside) * query.bonus(row.text, also)
     if period is not None and boost and row.time in period:
         score *= 1 + boost
     return score
@@ -77,12 +82,13 @@ def fold(
     also: Sequence[tuple[str, float]] = (),
     period: Period | None = None,
     boost: float = PERIOD_BOOST,
+    aside: float = ASIDE_WEIGHT,
 ) -> list[Scored]:
     """One ``Scored`` per turn (log rows) or per ref (notes, pages), best first; ties keep
     the order the rows came in. Rows scoring nothing are left out."""
     groups: dict[tuple[str, int] | str, list[tuple[float, Found]]] = {}
     for row in rows:
-        score = row_score(row, also, period, boost)
+        score = row_score(row, also, period, boost, aside)
         if score <= 0:
             continue
         key: tuple[str, int] | str

@@ -13,7 +13,8 @@ Identity entries (memory.md) and the sweep's active facts are searched too, as k
 when nothing changed; see ``stores.sqlite_mirror``).
 
 ``recall_sessions`` is the same search ranked by session: a session's turn hits
-aggregated by ``core.ranking.by_session``.
+aggregated by ``core.ranking.by_session``, with the assistant's side of the conversation
+weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 """
 
 from __future__ import annotations
@@ -72,16 +73,19 @@ def _question(store: Store, text: str, time: datetime, budget: int) -> _Question
     return _Question(terms, tuple(counts), period)
 
 
-def _turns(store: Store, q: _Question, pool: int, budget: int) -> list[ranking.Scored]:
-    """Turns (and notes, pages) for ``q``, best first."""
+def _turns(
+    store: Store, q: _Question, pool: int, budget: int, *, aside: float = ranking.ASIDE_WEIGHT
+) -> list[ranking.Scored]:
+    """Turns (and notes, pages) for ``q``, best first; replies and tool output weigh
+    ``aside`` beside the owner's words."""
     total = store.row_count()
     for attempt in query.plan(q.terms, q.counts, budget=budget, total=total):
         if attempt.mode == "newest":
             found = store.newest(attempt.match, NEWEST_POOL, within=attempt.within)
         else:
-            found = store.search_terms(attempt.ranked, pool, aside=ranking.ASIDE_WEIGHT)
+            found = store.search_terms(attempt.ranked, pool, aside=aside)
         if found:
-            return ranking.fold(found, attempt.also, q.period, ranking.PERIOD_BOOST)
+            return ranking.fold(found, attempt.also, q.period, ranking.PERIOD_BOOST, aside=aside)
     return []
 
 
@@ -145,7 +149,8 @@ def recall_sessions(
     q = _question(store, text, time, budget)
     if q is None:
         return []
-    turns = _turns(store, q, max(SESSION_TURNS * FANOUT, POOL), budget)
+    pool = max(SESSION_TURNS * FANOUT, POOL)
+    turns = _turns(store, q, pool, budget, aside=ranking.SESSION_ASIDE_WEIGHT)
     sessions = ranking.by_session(turns, ranking.SESSION_REST)[:k]
     out = [
         SessionHit(session=s.session, score=s.score, turns=tuple(_hit(t) for t in s.turns))
