@@ -349,10 +349,11 @@ def test_a_question_finds_the_turn_that_says_it_with_another_verb(
     s = new(home, tick)
     turn(s, tick, "The smoker arrived, I got it at the hardware store", "Enjoy the BBQ!")
     turn(s, tick, "Is the hardware store open on Sunday?", "Usually, yes.")
-    turn(s, tick, "I paid the plumber at last", "Good.")
+    turn(s, tick, "I paid 80 dollars for the new kitchen tap", "Good.")
+    turn(s, tick, "The old kitchen tap drips all night", "Check the washer.")
     index_home(home, store)
     assert recall(store, "what did I buy at the hardware store?", 1, time=NOW)[0].turn == 1
-    assert recall(store, "how much did I spend on the plumber?", 1, time=NOW)[0].turn == 3
+    assert recall(store, "how much did I spend on the kitchen tap?", 1, time=NOW)[0].turn == 3
     # "got" alone is not a question about buying: it is still a stop word.
     assert recall(store, "what have I got?", 1, time=NOW) == []
 
@@ -361,12 +362,13 @@ def test_a_single_quoted_title_ranks_the_turn_that_names_it(
     home: Path, tick: Ticker, store: SqliteStore
 ) -> None:
     s = new(home, tick)
-    turn(s, tick, "The power went out twice and I read by candle", "Stay safe.")
-    turn(s, tick, "Finished listening to 'The Power' by Naomi Alderman", "Great book.")
-    turn(s, tick, "Power tools are loud; the power of habit is real", "True.")
+    turn(s, tick, "Power cut again", "Stay safe.")
+    turn(s, tick, "I finished 'The Power' by Naomi Alderman on the train", "Great book.")
+    turn(s, tick, "Power tools are loud", "True.")
     index_home(home, store)
-    top = recall(store, "When did I listen to 'The Power'?", 3, time=NOW)
-    assert top[0].turn == 2
+    # The word alone ranks the short turns first; the quoted title ranks the book.
+    assert recall(store, "power", 1, time=NOW)[0].turn != 2
+    assert recall(store, "What did I make of 'The Power'?", 1, time=NOW)[0].turn == 2
 
 
 def test_a_named_period_lifts_what_was_said_in_it(home: Path, store: SqliteStore) -> None:

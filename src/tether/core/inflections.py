@@ -32,16 +32,18 @@ weave wove woven | weep wept | win won | write wrote written
 """
 
 
-def _forms_table() -> dict[str, tuple[str, ...]]:
+def word_groups(text: str) -> dict[str, tuple[str, ...]]:
+    """Each word of ``text``'s groups -> the other words of its group. Groups are separated
+    by "|" or a line end (a group never runs on into the next line)."""
     table: dict[str, tuple[str, ...]] = {}
-    for group in _TABLE.replace("\n", "|").split("|"):
+    for group in text.replace("\n", "|").split("|"):
         words = tuple(group.split())
         for word in words:
             table[word] = tuple(w for w in words if w != word)
     return table
 
 
-_FORMS = _forms_table()
+_FORMS = word_groups(_TABLE)
 
 
 def forms(word: str) -> tuple[str, ...]:

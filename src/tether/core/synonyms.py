@@ -14,7 +14,7 @@ does not find more than it drowns is left out. Words are stems the index folds (
 
 from __future__ import annotations
 
-from tether.core.inflections import forms
+from tether.core.inflections import forms, word_groups
 
 _GROUPS = """
 buy bought purchase acquire got
@@ -22,16 +22,7 @@ spend spent pay paid cost
 """
 
 
-def _table() -> dict[str, tuple[str, ...]]:
-    table: dict[str, tuple[str, ...]] = {}
-    for line in _GROUPS.strip().splitlines():
-        words = tuple(line.split())
-        for word in words:
-            table[word] = tuple(w for w in words if w != word)
-    return table
-
-
-_SYNONYMS = _table()
+_SYNONYMS = word_groups(_GROUPS)
 
 
 def synonyms(word: str) -> tuple[str, ...]:
