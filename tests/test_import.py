@@ -215,6 +215,22 @@ def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
     assert all(s >= 0.01 for s in scores)
     assert " 0.00 " not in run(home, "memory", "recall", "Milo").stdout
 
+    # --sessions ranks whole conversations, each with the turns that answer.
+    by_session = run(home, "memory", "recall", "Milo the cat", "--sessions", "--json")
+    assert by_session.returncode == 0, by_session.stderr
+    [cat] = json.loads(by_session.stdout)
+    assert (cat["session"], [t["turn"] for t in cat["turns"]]) == ("cat", [1, 2])
+    assert cat["score"] > 0
+    assert set(cat["turns"][0]) == {"kind", "session", "turn", "text", "tag", "score"}
+    human = run(home, "memory", "recall", "Lantern restaurant", "--sessions", "-k", "1")
+    assert human.returncode == 0, human.stderr
+    [row] = human.stdout.splitlines()
+    assert row.split()[:2] == ["memory", "trip"]
+    assert "1 turn " in row
+    assert "#1 We booked the Lantern restaurant in Lisbon" in row
+    none = run(home, "memory", "recall", "zebra", "--sessions")
+    assert (none.returncode, none.stdout) == (0, "no matches\n")
+
 
 @pytest.mark.slow
 def test_cli_errors_exit_2_with_file_and_line(home: Path, tmp_path: Path) -> None:
@@ -233,3 +249,6 @@ def test_cli_errors_exit_2_with_file_and_line(home: Path, tmp_path: Path) -> Non
     assert bad_k.returncode == 2
     assert "k must be at least 1" in bad_k.stderr
     assert "Traceback" not in bad_k.stderr
+    bad_k = run(home, "memory", "recall", "cats", "--sessions", "-k", "-3")
+    assert bad_k.returncode == 2
+    assert "k must be at least 1" in bad_k.stderr

@@ -475,6 +475,8 @@ FTS_SYNTAX = [*"\"*^:()-+{}.,;'", "AND", "OR", "NOT", "NEAR", "NEAR(", "text:", 
 @example("what did I buy last week? two weeks ago in March 10 days ago", 5)
 @example("river " * 2000, 5)  # 12 KB
 @example(" ".join(f'w{i} NEAR( "x{i}" AND' for i in range(1200)), 5)
+@example("I read 'Milo's 'river' AND 'the old mill' (NEAR 'x' ‘y’ it's", 5)
+@example(" 'a" * 3400, 5)  # 10 KB of unclosed single quotes
 def test_any_question_gets_hits_or_nothing_never_an_error(
     filled: SqliteStore, text: str, k: int
 ) -> None:

@@ -2,7 +2,8 @@
 
 ``memory recall`` runs the same search as the agent's ``recall`` tool, after an
 incremental index pass so turns written since the last pass are found too. Its ``--json``
-output is a contract: a list of ``{"kind", "session", "turn", "text", "tag", "score"}``.
+output is a contract: a list of ``{"kind", "session", "turn", "text", "tag", "score"}``;
+with ``--sessions``, a list of ``{"session", "score", "turns": [hit, ...]}``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import click
 
 from tether.cli.context import Context, echo_json, pass_ctx
 from tether.memory.indexer import index_home
-from tether.memory.recall import recall
+from tether.memory.recall import SessionHit, recall, recall_sessions
 from tether.ports import Hit
 from tether.sessions.importer import import_jsonl
 from tether.stores import open_store
@@ -36,6 +37,15 @@ def hit_json(hit: Hit) -> dict[str, Any]:
     }
 
 
+def session_json(found: SessionHit) -> dict[str, Any]:
+    """The public shape of one ``memory recall --sessions --json`` session."""
+    return {
+        "session": found.session,
+        "score": round(found.score, 4),
+        "turns": [hit_json(h) for h in found.turns],
+    }
+
+
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -45,18 +55,31 @@ def _one_line(text: str, width: int = TEXT_CHARS) -> str:
 @click.argument("query")
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Hits to return.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON list of hits.")
+@click.option(
+    "--sessions",
+    "by_session",
+    is_flag=True,
+    help="Rank whole conversations: the K sessions that best answer QUERY.",
+)
 @pass_ctx
-def recall_cmd(ctx: Context, query: str, k: int, as_json: bool) -> None:
+def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
     home = ctx.home
     store = open_store(home, ctx.config())
     try:
         report = index_home(home, store)
-        hits = recall(store, query, k, time=datetime.now(UTC), home=home)
+        now = datetime.now(UTC)
+        if by_session:
+            sessions = recall_sessions(store, query, k, time=now)
+        else:
+            hits = recall(store, query, k, time=now, home=home)
     finally:
         store.close()
     for sid, problem in report.errors:
         click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+    if by_session:
+        _print_sessions(sessions, as_json)
+        return
     if as_json:
         echo_json([hit_json(h) for h in hits])
         return
@@ -66,6 +89,24 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool) -> None:
     for h in hits:
         where = f"{h.session}#{h.turn}" if h.session is not None else h.ref
         click.echo(f"{h.tag:<14} {where:<24} {h.score:7.2f}  {_one_line(h.text)}")
+
+
+def _print_sessions(sessions: list[SessionHit], as_json: bool) -> None:
+    if as_json:
+        echo_json([session_json(s) for s in sessions])
+        return
+    if not sessions:
+        click.echo("no matches")
+        return
+    for s in sessions:
+        best = s.turns[0]
+        # A session is as trusted as its least trusted turn found.
+        tag = "memory-tainted" if any(h.tag == "memory-tainted" for h in s.turns) else "memory"
+        turns = f"{len(s.turns)} turn{'s' if len(s.turns) != 1 else ''}"
+        click.echo(
+            f"{tag:<14} {s.session:<24} {s.score:7.2f}  {turns:<9} "
+            f"#{best.turn} {_one_line(best.text, TEXT_CHARS - 12)}"
+        )
 
 
 @click.group("sessions")
