@@ -58,6 +58,8 @@ def test_window_json_shape(home: Path) -> None:
         (("owner", "delete", "ghost"), "no owner 'ghost'"),
         (("sweep", "run", "--date", "yesterday"), "invalid date"),
         (("sweep", "reconcile", "ghost"), "no owner 'ghost'"),
+        (("sweep", "facts", "ghost"), "no owner 'ghost'"),
+        (("sweep", "journal", "Bad Id"), "invalid owner id"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(home: Path, args: tuple[str, ...], needle: str) -> None:
@@ -122,6 +124,33 @@ def test_run_status_zone_change_and_reconcile(home: Path) -> None:
     alice = next(o for o in status["owners"] if o["id"] == "alice")
     assert alice["cursor"]["local_date"] == "2026-10-31"
     assert alice["facts"] == 1
+
+    # What the sweep wrote, and why: the fact, and its journal row with the provenance.
+    [held] = json.loads(run(home, "sweep", "facts", "alice", "--json").stdout)
+    assert (held["subject"], held["entity"], held["text"]) == ("owner", "home", "secret words")
+    assert held["active"] is True
+    assert held["origin_receipt"]
+    assert held["refs"] == []
+    [write] = json.loads(run(home, "sweep", "journal", "alice", "--json").stdout)
+    assert (write["who"], write["action"], write["target"]) == (
+        "sweep",
+        "fact_add",
+        "fact:owner/home",
+    )
+    assert (write["before"], write["after"]) == (None, "secret words")
+    assert write["receipt_id"] == held["origin_receipt"]
+    assert write["evidence"]["local_date"] == "2026-10-31"
+    assert write["evidence"]["source_key"] == "s1"
+    shown = run(home, "sweep", "facts", "alice")
+    assert "owner/home" in shown.stdout
+    assert "secret words" in shown.stdout
+    journal = run(home, "sweep", "journal", "alice", "-n", "1")
+    assert journal.returncode == 0
+    assert "fact_add fact:owner/home" in journal.stdout
+    assert '"local_date":"2026-10-31"' in journal.stdout
+    empty = run(home, "sweep", "facts", "owner")
+    assert (empty.returncode, empty.stdout) == (0, "owner owner: no facts\n")
+    assert run(home, "sweep", "journal", "owner").stdout == "owner owner: no sweep writes\n"
     assert run(home, "owner", "set-tz", "alice", "America/New_York").returncode == 0
     blocked = run(home, "sweep", "run", "--owner", "alice", now="2026-11-03T12:00:00+00:00")
     assert blocked.returncode == 1

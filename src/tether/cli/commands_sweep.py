@@ -22,10 +22,11 @@ import click
 import msgspec
 
 from tether.cli.context import Context, echo_json, pass_ctx
-from tether.core.sweep.errors import TimezoneChangedError
-from tether.core.sweep.state import Owner
+from tether.core.sweep.errors import TimezoneChangedError, UnknownOwnerError
+from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
 from tether.errors import BadInputError, NotFoundError, StoreError
+from tether.ports import SweepTx
 from tether.stores.sqlite_sweep import SqliteSweepStore
 from tether.sweep import cursor, owners
 from tether.sweep.producer import StagingPacketReader
@@ -267,6 +268,106 @@ def sweep_status(ctx: Context, as_json: bool) -> None:
             f"{r['id']:<24} {r['timezone']:<24} done to {day}  pending {r['receipts_pending']}"
             f"  facts {r['facts']}{' deleted' if r['deleted'] else ''}{flag}"
         )
+
+
+def _owner_for_reading(tx: SweepTx, owner_id: str) -> Owner:
+    found = tx.owner(owners.owner_id(owner_id))
+    if found is None:
+        raise UnknownOwnerError(owner_id)
+    return found
+
+
+def _json_field(text: str) -> Any:
+    """A JSON-encoded column (refs, evidence) as its value; kept as text if it is not."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
+
+
+def fact_json(f: Fact) -> dict[str, Any]:
+    return {
+        "id": f.id,
+        "subject": f.subject,
+        "entity": f.entity,
+        "text": f.text,
+        "authority": f.authority,
+        "refs": _json_field(f.refs),
+        "origin_receipt": f.origin_receipt,
+        "created_at": _stamp(f.created_at),
+        "updated_at": _stamp(f.updated_at),
+        "active": f.active,
+    }
+
+
+def journal_row_json(j: JournalRow) -> dict[str, Any]:
+    return {
+        "id": j.id,
+        "owner": j.owner,
+        "receipt_id": j.receipt_id,
+        "time": _stamp(j.time),
+        "who": j.who,
+        "action": j.action,
+        "target": j.target,
+        "before": j.before,
+        "after": j.after,
+        "evidence": _json_field(j.evidence),
+    }
+
+
+def _stamp(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@sweep_group.command("facts")
+@click.argument("owner_id", metavar="OWNER")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@pass_ctx
+def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
+    """The canonical facts the sweep holds for OWNER (recall finds the active ones)."""
+    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
+        owner = _owner_for_reading(tx, owner_id)
+        facts = tx.facts(owner.id)
+    if as_json:
+        echo_json([fact_json(f) for f in facts])
+        return
+    if not facts:
+        gone = " (deleted owner: wiped)" if owner.deleted_at is not None else ""
+        click.echo(f"owner {owner.id}: no facts{gone}")
+        return
+    for f in facts:
+        state = "" if f.active else "  (inactive)"
+        click.echo(
+            f"{f.id:>5} {f.subject}/{f.entity:<20} {f.authority:<25} "
+            f"{_stamp(f.updated_at)}  {f.text}{state}"
+        )
+
+
+@sweep_group.command("journal")
+@click.argument("owner_id", metavar="OWNER")
+@click.option("-n", "limit", type=click.IntRange(1), default=None, help="Only the newest N.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
+@pass_ctx
+def sweep_journal(ctx: Context, owner_id: str, limit: int | None, as_json: bool) -> None:
+    """Every canonical write the sweep made for OWNER, oldest first, with its provenance."""
+    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
+        owner = _owner_for_reading(tx, owner_id)
+        rows = tx.journal(owner.id)
+    if limit is not None:
+        rows = rows[-limit:]
+    if as_json:
+        echo_json([journal_row_json(j) for j in rows])
+        return
+    if not rows:
+        click.echo(f"owner {owner.id}: no sweep writes")
+        return
+    for j in rows:
+        click.echo(f"{_stamp(j.time)} {j.who} {j.action} {j.target}  receipt={j.receipt_id}")
+        if j.before is not None:
+            click.echo(f"    before: {j.before}")
+        if j.after is not None:
+            click.echo(f"    after:  {j.after}")
+        click.echo(f"    evidence: {j.evidence}")
 
 
 @sweep_group.command("reconcile")
