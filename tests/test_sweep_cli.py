@@ -60,6 +60,11 @@ def test_window_json_shape(home: Path) -> None:
         (("sweep", "reconcile", "ghost"), "no owner 'ghost'"),
         (("sweep", "facts", "ghost"), "no owner 'ghost'"),
         (("sweep", "journal", "Bad Id"), "invalid owner id"),
+        # A command line click cannot parse is one line too, saying where the help is.
+        (("sweep", "journal", "owner", "-n", "0"), "see 'tether sweep journal --help'"),
+        (("sweep", "bogus"), "No such command 'bogus'"),
+        (("memory", "recall"), "Missing argument 'QUERY'"),
+        (("--hmoe", "x"), "No such option '--hmoe'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(home: Path, args: tuple[str, ...], needle: str) -> None:

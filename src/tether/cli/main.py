@@ -28,7 +28,21 @@ from tether.errors import TetherError
 
 
 class TetherGroup(click.Group):
-    """A group that turns TetherError into one line on stderr and its exit code."""
+    """A group that turns TetherError, and a command line click cannot parse, into one
+    line on stderr and its exit code."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # the top level's own options (`tether --hmoe`)
+            _usage_error(exc, info_name or "tether")
+            sys.exit(exc.exit_code)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -36,9 +50,26 @@ class TetherGroup(click.Group):
         except TetherError as exc:
             click.echo(f"tether: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            _usage_error(exc, ctx.command_path)
+            ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("tether: interrupted", err=True)
             ctx.exit(130)
+
+
+#: click >= 8.2 raises this when a group is given no command (8.1 prints the help itself).
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _usage_error(exc: click.UsageError, command_path: str) -> None:
+    """One line for a command line click cannot parse (click's own is four: usage, hint,
+    blank, error), saying where the help is."""
+    if isinstance(exc, _NO_ARGS_IS_HELP):  # `tether` or `tether sweep` alone: the help
+        exc.show()
+        return
+    where = exc.ctx.command_path if exc.ctx is not None else command_path
+    click.echo(f"tether: error: {exc.format_message()} (see '{where} --help')", err=True)
 
 
 @click.group(cls=TetherGroup, context_settings={"help_option_names": ["-h", "--help"]})
