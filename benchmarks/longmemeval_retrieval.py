@@ -35,6 +35,7 @@ and question type, plus ``overall``), then a short table on stderr.
 
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python benchmarks/longmemeval_retrieval.py [--jobs 2] [--only tune|report]
+        [--dump FILE] [--misses]
 """
 
 from __future__ import annotations
@@ -382,12 +383,44 @@ def table(records: Sequence[dict[str, Any]], emit: Callable[[str], None]) -> Non
             emit(f"{group:<26} {row['questions']:>3}  " + "  ".join(cells))
 
 
+def misses(
+    results: Sequence[Result],
+    questions: Sequence[Question],
+    half_of: dict[str, str],
+    emit: Callable[[str], None],
+) -> None:
+    """Each scored question that misses session R@5 or turn R@10: its text, and where each
+    gold session and turn ranked (``-`` when not in the ranking kept)."""
+    text = {q.question_id: q.question for q in questions}
+    for r in results:
+        if r.skipped is not None:
+            continue
+        failed = [
+            name for name in ("session_recall_all@5", "turn_recall_all@10") if r.tether[name] < 1.0
+        ]
+        if not failed:
+            continue
+        emit(f"\n{half_of[r.question_id]} {r.question_id} {r.question_type}: {', '.join(failed)}")
+        emit(f"  {text[r.question_id]}")
+        for label, gold, ranking in (
+            ("session", r.gold_sessions, r.sessions),
+            ("turn", r.gold_turns, r.turns),
+        ):
+            at = {key: n for n, key in enumerate(ranking, start=1)}
+            emit(f"  {label}: " + ", ".join(f"{g} @{at.get(g, '-')}" for g in gold))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--only", choices=("tune", "report"), default=None)
     parser.add_argument("--dump", type=Path, default=None, help="per-question results (JSONL)")
+    parser.add_argument(
+        "--misses",
+        action="store_true",
+        help="list the questions that miss session R@5 or turn R@10, with gold ranks (stderr)",
+    )
     args = parser.parse_args()
     try:
         import bm25s  # noqa: F401
@@ -431,6 +464,8 @@ def main() -> None:
             for r in results:
                 f.write(json.dumps(r.__dict__) + "\n")
     table(records, lambda line: print(line, file=sys.stderr))
+    if args.misses:
+        misses(results, questions, half_of, lambda line: print(line, file=sys.stderr))
 
 
 if __name__ == "__main__":
