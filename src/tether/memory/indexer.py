@@ -22,11 +22,11 @@ from pathlib import Path
 import msgspec
 
 from tether.errors import SessionError, TetherError
-from tether.ids import is_session_id
+from tether.ids import is_session_id, session_id
 from tether.ports import IndexCursor, LogField, LogRow, Store
 from tether.records import Assistant, LogRecord, ToolCall, ToolResult, ToolSummary, User
 from tether.sessions import files
-from tether.sessions.session import SESSIONS_DIR, Session, session_dir
+from tether.sessions.session import SESSIONS_DIR, Session
 
 #: Rows gathered before one store transaction (whole sessions are never split).
 BATCH_ROWS = 20_000
@@ -111,10 +111,14 @@ def _rows(
 
 
 def _session_rows(
-    home: Path, sid: str, cursors: dict[str, IndexCursor]
+    root: str, sid: str, cursors: dict[str, IndexCursor]
 ) -> list[tuple[list[LogRow], IndexCursor]]:
-    """New rows of every epoch of one session, in order, with each file's new cursor."""
-    directory = session_dir(home, sid)
+    """New rows of every epoch of one session, in order, with each file's new cursor.
+
+    ``root`` is the sessions folder and ``sid`` a valid id. Paths stay strings until a
+    file has something new: on an up-to-date home of 20,000 sessions, pathlib objects
+    were half the cost of a pass."""
+    directory = f"{root}/{sid}"
     epochs = Session.epochs_on_disk(directory)
     if epochs != list(range(len(epochs))):
         raise SessionError(f"{directory}: epoch files missing; found epochs {epochs}")
@@ -129,7 +133,7 @@ def _session_rows(
         size = os.stat(f"{directory}/{epoch}.jsonl").st_size
         if size == offset:
             continue  # the common case: nothing new, no Path, no open
-        path = directory / f"{epoch}.jsonl"
+        path = Path(directory, f"{epoch}.jsonl")
         data = _read_new(path, offset, size)
         complete, end = files.split_complete(data)
         if not complete:
@@ -176,10 +180,11 @@ def index_home(
             store.index_logs(pending)
         pending, pending_rows = [], 0
 
+    root = os.fspath(home / SESSIONS_DIR)
     for sid in _session_ids(home) if only is None else only:
         sessions += 1
         try:
-            items = _session_rows(home, sid, cursors)
+            items = _session_rows(root, session_id(sid), cursors)
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue

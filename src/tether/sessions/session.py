@@ -145,7 +145,7 @@ class Session:
     # -- opening ----------------------------------------------------------------------
 
     @staticmethod
-    def epochs_on_disk(directory: Path) -> list[int]:
+    def epochs_on_disk(directory: str | Path) -> list[int]:
         """Epochs that have both a baseline file and a log, ascending."""
         baselines: set[int] = set()
         logs: set[int] = set()
