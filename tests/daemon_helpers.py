@@ -6,24 +6,46 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tether.daemon.api import DaemonClient
+from tether.home import init_home
+
+#: What steers a child tether (its home, crash and pause points, its clock): a test sets
+#: the ones it means through ``env``; none leak in from the environment pytest runs in.
+STEERING = frozenset(
+    {"TETHER_HOME", "TETHER_CRASH_AT", "TETHER_PAUSE_AT", "TETHER_PAUSE_DIR", "TETHER_TEST_NOW"}
+)
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This environment minus anything that would steer a child (home, crash points)."""
-    env = {k: v for k, v in os.environ.items() if k not in {"TETHER_HOME", "TETHER_CRASH_AT"}}
+    """This environment minus anything that would steer a child, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in STEERING}
     env.update(extra or {})
     return env
 
 
+def tether_argv(home: Path | None, *args: str) -> list[str]:
+    """``tether [--home HOME] ARGS`` run by this interpreter."""
+    head = [sys.executable, "-m", "tether.cli.main"]
+    return [*head, "--home", str(home), *args] if home is not None else [*head, *args]
+
+
 def tether(
-    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    home: Path | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """One command, run to the end: its exit code and both outputs."""
     return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
+        tether_argv(home, *args),
+        input=input,
         capture_output=True,
         text=True,
         env=child_env(env),
@@ -32,18 +54,36 @@ def tether(
     )
 
 
+def spawn(
+    home: Path | None, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """One command started in the background, its outputs piped."""
+    return subprocess.Popen(
+        tether_argv(home, *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(env),
+    )
+
+
+@contextmanager
+def daemon_home(llm_url: str) -> Iterator[Path]:
+    """A fresh home whose [llm] is ``llm_url``, at a short path: AF_UNIX socket paths are
+    short, so it lives near the root rather than under pytest's tmp_path."""
+    with tempfile.TemporaryDirectory(prefix="th", dir="/tmp") as tmp:
+        home = Path(tmp)
+        init_home(home)
+        (home / "tether.toml").write_text(f'[llm]\nurl = "{llm_url}"\ntimeout_s = 10\n')
+        yield home
+
+
 class Daemon:
     """`tether serve` in a child process, started once it answers on its socket."""
 
     def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
         self.home = home
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.cli.main", "--home", str(home), "serve"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(env),
-        )
+        self.proc = spawn(home, "serve", env=env)
         # Wait until this daemon answers: a socket file left by a killed one may exist.
         client = DaemonClient(home, timeout_s=5)
         deadline = time.monotonic() + 20

@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from daemon_helpers import tether
 from tether.records import Assistant, Baseline, ToolResult, User
 from tether.sessions import Session
 
 
-def run(
-    home: Path | None, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "tether.cli.main"]
-    if home is not None:
-        argv += ["--home", str(home)]
-    full_env = {k: v for k, v in os.environ.items() if k != "TETHER_HOME"}
-    full_env.update(env or {})
-    return subprocess.run(
-        argv + list(args), check=False, capture_output=True, text=True, env=full_env, timeout=60
-    )
-
-
 def test_init_creates_home_and_never_overwrites(tmp_path: Path) -> None:
     home = tmp_path / "h"
-    first = run(home, "init")
+    first = tether(home, "init")
     assert first.returncode == 0, first.stderr
     for rel in [
         "tether.toml",
@@ -43,7 +28,7 @@ def test_init_creates_home_and_never_overwrites(tmp_path: Path) -> None:
         assert (home / rel).is_file(), rel
     (home / "config/system.md").write_text("my own system prompt\n")
     (home / "tether.toml").write_text("[expect]\nn_ctx = 8192\n")
-    second = run(home, "init")
+    second = tether(home, "init")
     assert second.returncode == 0
     assert (home / "config/system.md").read_text() == "my own system prompt\n"
     assert (home / "tether.toml").read_text() == "[expect]\nn_ctx = 8192\n"
@@ -52,19 +37,19 @@ def test_init_creates_home_and_never_overwrites(tmp_path: Path) -> None:
 
 def test_home_from_environment(tmp_path: Path) -> None:
     home = tmp_path / "envhome"
-    out = run(None, "init", env={"TETHER_HOME": str(home)})
+    out = tether(None, "init", env={"TETHER_HOME": str(home)})
     assert out.returncode == 0, out.stderr
     assert (home / "tether.toml").is_file()
 
 
 def test_config_check_ok_and_bad(tmp_path: Path) -> None:
     home = tmp_path / "h"
-    run(home, "init")
-    ok = run(home, "config", "check")
+    tether(home, "init")
+    ok = tether(home, "config", "check")
     assert ok.returncode == 0
     assert "ok" in ok.stdout
     (home / "tether.toml").write_text("[llm]\nurl = 'http://x:1'\ntimeout = 3\n")
-    bad = run(home, "config", "check")
+    bad = tether(home, "config", "check")
     assert bad.returncode == 2
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1
@@ -73,7 +58,7 @@ def test_config_check_ok_and_bad(tmp_path: Path) -> None:
 
 
 def test_config_check_without_init(tmp_path: Path) -> None:
-    out = run(tmp_path / "nothing", "config", "check")
+    out = tether(tmp_path / "nothing", "config", "check")
     assert out.returncode == 2
     assert "tether init" in out.stderr
     assert "Traceback" not in out.stderr
@@ -90,9 +75,9 @@ def _session(home: Path) -> None:
 
 def test_session_show_json_contract(tmp_path: Path) -> None:
     home = tmp_path / "h"
-    run(home, "init")
+    tether(home, "init")
     _session(home)
-    out = run(home, "session", "show", "chat-1", "--json")
+    out = tether(home, "session", "show", "chat-1", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {
         "id": "chat-1",
@@ -103,24 +88,24 @@ def test_session_show_json_contract(tmp_path: Path) -> None:
         "carry": "greetings",
         "slot": 0,
     }
-    human = run(home, "session", "show", "chat-1")
+    human = tether(home, "session", "show", "chat-1")
     assert "greetings" in human.stdout
     assert "untrusted" in human.stdout
 
 
 def test_session_list(tmp_path: Path) -> None:
     home = tmp_path / "h"
-    run(home, "init")
-    assert json.loads(run(home, "session", "list", "--json").stdout) == []
+    tether(home, "init")
+    assert json.loads(tether(home, "session", "list", "--json").stdout) == []
     _session(home)
     (home / "sessions" / "broken").mkdir()
     (home / "sessions" / "broken" / "0.jsonl").write_text("x\n")
     (home / "sessions" / "broken" / "0.baseline.json").write_text("{}")
-    rows = json.loads(run(home, "session", "list", "--json").stdout)
+    rows = json.loads(tether(home, "session", "list", "--json").stdout)
     assert [r["id"] for r in rows] == ["broken", "chat-1"]
     assert "error" in rows[0]
     assert rows[1]["turns"] == 2
-    table = run(home, "session", "list")
+    table = tether(home, "session", "list")
     assert table.returncode == 0
     assert "chat-1" in table.stdout
 
@@ -134,8 +119,8 @@ def test_session_list(tmp_path: Path) -> None:
 )
 def test_session_show_errors_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
     home = tmp_path / "h"
-    run(home, "init")
-    out = run(home, *args)
+    tether(home, "init")
+    out = tether(home, *args)
     assert out.returncode == 2
     assert needle in out.stderr
     assert "Traceback" not in out.stderr
@@ -143,7 +128,7 @@ def test_session_show_errors_exit_2(tmp_path: Path, args: list[str], needle: str
 
 def test_corrupt_session_exits_1_with_file_and_line(tmp_path: Path) -> None:
     home = tmp_path / "h"
-    run(home, "init")
+    tether(home, "init")
     _session(home)
     log = home / "sessions" / "chat-1" / "1.jsonl"
     log.write_bytes(
@@ -151,12 +136,12 @@ def test_corrupt_session_exits_1_with_file_and_line(tmp_path: Path) -> None:
         + b"{oops}\n"
         + b'{"type":"User","time":"2026-11-01T00:00:00Z","text":"z"}\n'
     )
-    out = run(home, "session", "show", "chat-1")
+    out = tether(home, "session", "show", "chat-1")
     assert out.returncode == 1
     assert f"{log}:3: malformed record" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 def test_unknown_command_is_usage_error(tmp_path: Path) -> None:
-    out = run(tmp_path, "frobnicate")
+    out = tether(tmp_path, "frobnicate")
     assert out.returncode == 2

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from daemon_helpers import tether
 from tether.agent.compaction import CompactionFailedError
 from tether.agent.turn import TurnFailedError
 from tether.checkpoint.bank import ledger
@@ -236,17 +235,7 @@ async def test_recall_finds_epoch_zero_after_compaction(rt: Runtime, fake: FakeL
 
 
 def _tether(home: Path, *args: str, crash: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"TETHER_HOME", "TETHER_CRASH_AT"}}
-    if crash:
-        env["TETHER_CRASH_AT"] = crash
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    return tether(home, *args, env={"TETHER_CRASH_AT": crash} if crash else None)
 
 
 @pytest.mark.slow

@@ -4,17 +4,13 @@ Unix socket, the fake llama server over HTTP, crash points that SIGKILL the daem
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from daemon_helpers import Daemon, child_env, tether
-from tether.home import init_home
+from daemon_helpers import Daemon, daemon_home, spawn, tether
 from tether.records import Assistant, ToolCall, ToolResult, User
 from tether.sessions import Session
 from tether.testing.fake_llama import FakeLlama, Reply
@@ -30,11 +26,7 @@ def fake() -> Iterator[FakeLlama]:
 
 @pytest.fixture
 def short_home(fake: FakeLlama) -> Iterator[Path]:
-    # AF_UNIX socket paths are short: keep the home near the root.
-    with tempfile.TemporaryDirectory(prefix="th", dir="/tmp") as tmp:
-        home = Path(tmp)
-        init_home(home)
-        (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 10\n')
+    with daemon_home(fake.url) as home:
         yield home
 
 
@@ -61,23 +53,7 @@ def test_chat_through_the_daemon_and_clean_stop(short_home: Path, fake: FakeLlam
 def test_sigterm_lets_the_turn_in_flight_finish(short_home: Path, fake: FakeLlama) -> None:
     daemon = Daemon(short_home)
     fake.script(Reply(content="made it", delay_s=1.0))
-    chat = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tether.cli.main",
-            "--home",
-            str(short_home),
-            "chat",
-            "--session",
-            "s2",
-            "slow question",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
+    chat = spawn(short_home, "chat", "--session", "s2", "slow question")
     deadline = time.monotonic() + 20
     while not fake.requests and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -135,24 +111,7 @@ def test_chat_in_process_without_a_daemon(short_home: Path, fake: FakeLlama) -> 
 def test_chat_repl_reads_lines_until_eof(short_home: Path, fake: FakeLlama) -> None:
     fake.script(Reply(content="one"))
     fake.script(Reply(content="two"))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tether.cli.main",
-            "--home",
-            str(short_home),
-            "chat",
-            "--session",
-            "repl",
-        ],
-        input="first\n\nsecond\n",
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=60,
-        check=False,
-    )
+    proc = tether(short_home, "chat", "--session", "repl", input="first\n\nsecond\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["one", "two"]
     assert Session.open(short_home, "repl").turns() == 2

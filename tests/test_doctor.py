@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from daemon_helpers import tether
 from tether.testing.fake_llama import FakeLlama
 
 
 def _doctor(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), "doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return tether(home, "doctor", *args)
 
 
 def test_a_llama_server_with_two_slots_is_usable(home: Path) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from daemon_helpers import tether
 from tether.config import load_config
 from tether.daemon.compose import build_llm, build_runtime
 from tether.errors import ContextFullError
@@ -138,13 +138,7 @@ async def test_a_turn_through_the_runtime(home: Path) -> None:
 
 
 def _tether(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return tether(None, *args, timeout=timeout)
 
 
 def test_doctor_reports_the_embedded_backend(home: Path) -> None:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import Ticker
+from daemon_helpers import tether
 from tether.errors import ImportFormatError, NotFoundError
 from tether.memory.recall import recall
 from tether.records import Assistant, Baseline, SessionStart, User
@@ -159,26 +157,14 @@ def test_blank_lines_are_skipped_and_a_missing_file_is_not_found(
 # -- the command line, as a user runs it ------------------------------------------------
 
 
-def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_HOME"}
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-
-
 @pytest.mark.slow
 def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
     src = write(tmp_path / "history.jsonl", TWO_SESSIONS)
-    out = run(home, "sessions", "import", str(src))
+    out = tether(home, "sessions", "import", str(src))
     assert out.returncode == 0, out.stderr
     assert "2 sessions created" in out.stdout
 
-    found = run(home, "memory", "recall", "Where did we book a restaurant?", "-k", "2", "--json")
+    found = tether(home, "memory", "recall", "Where did we book a restaurant?", "-k", "2", "--json")
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
     assert isinstance(hits, list)
@@ -198,57 +184,57 @@ def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
     Session.open(home, "cat").append(
         User(time=datetime(2024, 3, 6, tzinfo=UTC), text="Milo caught a grasshopper")
     )
-    fresh = json.loads(run(home, "memory", "recall", "grasshopper", "--json").stdout)
+    fresh = json.loads(tether(home, "memory", "recall", "grasshopper", "--json").stdout)
     assert [(h["session"], h["turn"]) for h in fresh] == [("cat", 2)]
 
-    human = run(home, "memory", "recall", "grasshopper")
+    human = tether(home, "memory", "recall", "grasshopper")
     assert human.returncode == 0
     assert "cat#2" in human.stdout
     assert "Milo caught a grasshopper" in human.stdout
-    nothing = run(home, "memory", "recall", 'AND OR NOT "(', "--json")
+    nothing = tether(home, "memory", "recall", 'AND OR NOT "(', "--json")
     assert (nothing.returncode, json.loads(nothing.stdout)) == (0, [])
 
     # "Milo" is in half the rows: FTS5's idf is 0 there, yet the score still means something.
-    milo = run(home, "memory", "recall", "Milo", "--json")
+    milo = tether(home, "memory", "recall", "Milo", "--json")
     scores = [h["score"] for h in json.loads(milo.stdout)]
     assert len(scores) == 2
     assert all(s >= 0.01 for s in scores)
-    assert " 0.00 " not in run(home, "memory", "recall", "Milo").stdout
+    assert " 0.00 " not in tether(home, "memory", "recall", "Milo").stdout
 
     # --sessions ranks whole conversations, each with the turns that answer.
-    by_session = run(home, "memory", "recall", "Milo the cat", "--sessions", "--json")
+    by_session = tether(home, "memory", "recall", "Milo the cat", "--sessions", "--json")
     assert by_session.returncode == 0, by_session.stderr
     [cat] = json.loads(by_session.stdout)
     assert (cat["session"], [t["turn"] for t in cat["turns"]]) == ("cat", [1, 2])
     assert cat["score"] > 0
     assert set(cat["turns"][0]) == {"kind", "session", "turn", "text", "tag", "score"}
-    human = run(home, "memory", "recall", "Lantern restaurant", "--sessions", "-k", "1")
+    human = tether(home, "memory", "recall", "Lantern restaurant", "--sessions", "-k", "1")
     assert human.returncode == 0, human.stderr
     [row] = human.stdout.splitlines()
     assert row.split()[:2] == ["memory", "trip"]
     assert "1 turn " in row
     assert "#1 We booked the Lantern restaurant in Lisbon" in row
-    none = run(home, "memory", "recall", "zebra", "--sessions")
+    none = tether(home, "memory", "recall", "zebra", "--sessions")
     assert (none.returncode, none.stdout) == (0, "no matches\n")
 
 
 @pytest.mark.slow
 def test_cli_errors_exit_2_with_file_and_line(home: Path, tmp_path: Path) -> None:
     src = write(tmp_path / "bad.jsonl", [TWO_SESSIONS[0], line("x", "robot", "beep")])
-    out = run(home, "sessions", "import", str(src))
+    out = tether(home, "sessions", "import", str(src))
     assert out.returncode == 2
     assert f"{src}:2:" in out.stderr
     assert "Traceback" not in out.stderr
     assert list_sessions(home) == []
 
-    missing = run(home, "sessions", "import", str(tmp_path / "nope.jsonl"))
+    missing = tether(home, "sessions", "import", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr
 
-    bad_k = run(home, "memory", "recall", "cats", "-k", "0")
+    bad_k = tether(home, "memory", "recall", "cats", "-k", "0")
     assert bad_k.returncode == 2
     assert "k must be at least 1" in bad_k.stderr
     assert "Traceback" not in bad_k.stderr
-    bad_k = run(home, "memory", "recall", "cats", "--sessions", "-k", "-3")
+    bad_k = tether(home, "memory", "recall", "cats", "--sessions", "-k", "-3")
     assert bad_k.returncode == 2
     assert "k must be at least 1" in bad_k.stderr

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from daemon_helpers import Daemon, tether
-from tether.home import init_home
+from daemon_helpers import Daemon, daemon_home, tether
 from tether.records import Assistant
 from tether.scheduler.ledger import RunLedger
 from tether.sessions import Session
@@ -31,11 +29,7 @@ def fake() -> Iterator[FakeLlama]:
 
 @pytest.fixture
 def short_home(fake: FakeLlama) -> Iterator[Path]:
-    # AF_UNIX socket paths are short: keep the home near the root.
-    with tempfile.TemporaryDirectory(prefix="th", dir="/tmp") as tmp:
-        home = Path(tmp)
-        init_home(home)
-        (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 10\n')
+    with daemon_home(fake.url) as home:
         yield home
 
 

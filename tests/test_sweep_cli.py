@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import date
 from pathlib import Path
 
 import pytest
 
+from daemon_helpers import tether
 from sweep_helpers import day_packet, fact, write_stage
 from tether.stores.sqlite_sweep import SqliteSweepStore
 from tether.sweep import owners
@@ -19,16 +18,7 @@ from tether.sweep import owners
 def run(
     home: Path, *args: str, now: str = "2026-11-01T12:00:00+00:00"
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
-    env["TETHER_TEST_NOW"] = now
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    return tether(home, *args, env={"TETHER_TEST_NOW": now})
 
 
 def test_window_json_shape(home: Path) -> None:

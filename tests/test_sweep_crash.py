@@ -4,9 +4,7 @@ duplicate fact, journal entry or receipt, and nothing recreated after a wipe."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from datetime import date
@@ -15,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import daemon_helpers as child
 from sweep_helpers import day_packet, fact, snapshot, write_stage
 from tether.home import init_home
 from tether.stores.sqlite_sweep import SqliteSweepStore
@@ -28,35 +27,14 @@ DAY1 = "2026-11-01T12:00:00+00:00"  # D0 is complete, D1 is today
 DAY2 = "2026-11-02T12:00:00+00:00"  # the wall clock moved to the next day
 
 
-def _env(now: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-    drop = {"TETHER_HOME", "TETHER_CRASH_AT", "TETHER_PAUSE_AT", "TETHER_PAUSE_DIR"}
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env["TETHER_TEST_NOW"] = now
-    env.update(extra or {})
-    return env
-
-
 def tether(
     home: Path, *args: str, now: str = DAY1, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=_env(now, extra),
-        timeout=60,
-        check=False,
-    )
+    return child.tether(home, *args, env={"TETHER_TEST_NOW": now, **extra})
 
 
 def spawn(home: Path, *args: str, now: str = DAY1, **extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(now, extra),
-    )
+    return child.spawn(home, *args, env={"TETHER_TEST_NOW": now, **extra})
 
 
 @pytest.fixture
