@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tether.cli.context import Context, echo_json, pass_ctx
+from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
 from tether.core.cron import next_due
 from tether.core.scheduling import RunRecord
 from tether.core.tiers import listing_json, render_listing
@@ -18,7 +18,7 @@ from tether.stores import open_store
 
 
 def _iso(t: datetime | None) -> str | None:
-    return None if t is None else t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None if t is None else utc_stamp(t)
 
 
 def _last_runs(records: list[RunRecord]) -> dict[str, RunRecord]:

@@ -21,12 +21,11 @@ from typing import Any
 import click
 import msgspec
 
-from tether.cli.context import Context, echo_json, pass_ctx
-from tether.core.sweep.errors import TimezoneChangedError, UnknownOwnerError
+from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
+from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
 from tether.errors import BadInputError, NotFoundError, StoreError
-from tether.ports import SweepTx
 from tether.stores.sqlite_sweep import SqliteSweepStore
 from tether.sweep import cursor, owners
 from tether.sweep.producer import StagingPacketReader
@@ -270,13 +269,6 @@ def sweep_status(ctx: Context, as_json: bool) -> None:
         )
 
 
-def _owner_for_reading(tx: SweepTx, owner_id: str) -> Owner:
-    found = tx.owner(owners.owner_id(owner_id))
-    if found is None:
-        raise UnknownOwnerError(owner_id)
-    return found
-
-
 def _json_field(text: str) -> Any:
     """A JSON-encoded column (refs, evidence) as its value; kept as text if it is not."""
     try:
@@ -294,8 +286,8 @@ def fact_json(f: Fact) -> dict[str, Any]:
         "authority": f.authority,
         "refs": _json_field(f.refs),
         "origin_receipt": f.origin_receipt,
-        "created_at": _stamp(f.created_at),
-        "updated_at": _stamp(f.updated_at),
+        "created_at": utc_stamp(f.created_at),
+        "updated_at": utc_stamp(f.updated_at),
         "active": f.active,
     }
 
@@ -305,7 +297,7 @@ def journal_row_json(j: JournalRow) -> dict[str, Any]:
         "id": j.id,
         "owner": j.owner,
         "receipt_id": j.receipt_id,
-        "time": _stamp(j.time),
+        "time": utc_stamp(j.time),
         "who": j.who,
         "action": j.action,
         "target": j.target,
@@ -315,10 +307,6 @@ def journal_row_json(j: JournalRow) -> dict[str, Any]:
     }
 
 
-def _stamp(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @sweep_group.command("facts")
 @click.argument("owner_id", metavar="OWNER")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON list.")
@@ -326,7 +314,7 @@ def _stamp(t: datetime) -> str:
 def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
     """The canonical facts the sweep holds for OWNER (recall finds the active ones)."""
     with sweep_store(ctx) as store, store.transaction(write=False) as tx:
-        owner = _owner_for_reading(tx, owner_id)
+        owner = owners.held(tx, owners.owner_id(owner_id))
         facts = tx.facts(owner.id)
     if as_json:
         echo_json([fact_json(f) for f in facts])
@@ -339,7 +327,7 @@ def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
         state = "" if f.active else "  (inactive)"
         click.echo(
             f"{f.id:>5} {f.subject}/{f.entity:<20} {f.authority:<25} "
-            f"{_stamp(f.updated_at)}  {f.text}{state}"
+            f"{utc_stamp(f.updated_at)}  {f.text}{state}"
         )
 
 
@@ -351,7 +339,7 @@ def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
 def sweep_journal(ctx: Context, owner_id: str, limit: int | None, as_json: bool) -> None:
     """Every canonical write the sweep made for OWNER, oldest first, with its provenance."""
     with sweep_store(ctx) as store, store.transaction(write=False) as tx:
-        owner = _owner_for_reading(tx, owner_id)
+        owner = owners.held(tx, owners.owner_id(owner_id))
         rows = tx.journal(owner.id)
     if limit is not None:
         rows = rows[-limit:]
@@ -362,7 +350,7 @@ def sweep_journal(ctx: Context, owner_id: str, limit: int | None, as_json: bool)
         click.echo(f"owner {owner.id}: no sweep writes")
         return
     for j in rows:
-        click.echo(f"{_stamp(j.time)} {j.who} {j.action} {j.target}  receipt={j.receipt_id}")
+        click.echo(f"{utc_stamp(j.time)} {j.who} {j.action} {j.target}  receipt={j.receipt_id}")
         if j.before is not None:
             click.echo(f"    before: {j.before}")
         if j.after is not None:
@@ -395,8 +383,8 @@ def sweep_window(tz: str, day: str, as_json: bool) -> None:
     w = window_for(tz, parse_date(day))
     doc = {
         "window_id": w.window_id,
-        "start_utc": w.start_utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "end_utc": w.end_utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "start_utc": utc_stamp(w.start_utc),
+        "end_utc": utc_stamp(w.end_utc),
         "hours": w.hours,
     }
     if as_json:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -25,6 +26,11 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def utc_stamp(t: datetime) -> str:
+    """A time as commands print it: UTC to the second, ``2026-11-01T12:00:00Z``."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def echo_json(value: object) -> None:

@@ -18,7 +18,7 @@ from tether.core.sweep.state import Owner, StandingTrigger
 from tether.core.sweep.triggers import compile_text
 from tether.core.sweep.windows import local_today, zone
 from tether.errors import InvalidIdError
-from tether.ports import SweepStore
+from tether.ports import SweepStore, SweepTx
 from tether.sweep.fence import live_owner
 from tether.testing.crash import crash_point
 
@@ -73,7 +73,13 @@ def listing(store: SweepStore) -> list[Owner]:
 
 def get(store: SweepStore, owner: str) -> Owner:
     with store.transaction(write=False) as tx:
-        row = tx.owner(owner)
+        return held(tx, owner)
+
+
+def held(tx: SweepTx, owner: str) -> Owner:
+    """``owner`` as ``tx`` sees it, else UnknownOwnerError (for reads that need the owner
+    and its memory in one transaction)."""
+    row = tx.owner(owner)
     if row is None:
         raise UnknownOwnerError(owner)
     return row
