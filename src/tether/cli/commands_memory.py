@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from tether.cli.context import Context, echo_json, pass_ctx
+from tether.cli.context import Context, echo_change, echo_json, pass_ctx, utc_stamp
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.stores import open_store
@@ -53,11 +53,8 @@ def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
         return
     for j in entries:
         where = f" session={j.session}" if j.session else ""
-        click.echo(f"{j.time:%Y-%m-%dT%H:%M:%SZ} {j.who}{where} {j.action} {j.target}")
-        if j.before is not None:
-            click.echo(f"    before: {j.before}")
-        if j.after is not None:
-            click.echo(f"    after:  {j.after}")
+        click.echo(f"{utc_stamp(j.time)} {j.who}{where} {j.action} {j.target}")
+        echo_change(j.before, j.after)
 
 
 @click.command("add")

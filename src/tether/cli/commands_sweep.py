@@ -21,7 +21,7 @@ from typing import Any
 import click
 import msgspec
 
-from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
+from tether.cli.context import Context, echo_change, echo_json, pass_ctx, utc_stamp
 from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
@@ -351,10 +351,7 @@ def sweep_journal(ctx: Context, owner_id: str, limit: int | None, as_json: bool)
         return
     for j in rows:
         click.echo(f"{utc_stamp(j.time)} {j.who} {j.action} {j.target}  receipt={j.receipt_id}")
-        if j.before is not None:
-            click.echo(f"    before: {j.before}")
-        if j.after is not None:
-            click.echo(f"    after:  {j.after}")
+        echo_change(j.before, j.after)
         click.echo(f"    evidence: {j.evidence}")
 
 

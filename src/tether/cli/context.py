@@ -33,6 +33,14 @@ def utc_stamp(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def echo_change(before: str | None, after: str | None) -> None:
+    """The indented before/after lines under a journal entry (each only when it exists)."""
+    if before is not None:
+        click.echo(f"    before: {before}")
+    if after is not None:
+        click.echo(f"    after:  {after}")
+
+
 def echo_json(value: object) -> None:
     """``--json`` output: one JSON document on stdout."""
     click.echo(msgspec.json.encode(value).decode())
