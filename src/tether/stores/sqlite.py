@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import msgspec
 
 from tether.core.memory_block import Entry
-from tether.errors import StoreError, StoreVersionError
+from tether.errors import StoreVersionError
 from tether.ports import (
     Found,
     Hit,
@@ -52,6 +51,7 @@ from tether.ports import (
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import MIGRATIONS, statements
+from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, utc
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -61,23 +61,8 @@ _MICRO = fts.MICRO
 _tags = msgspec.json.Decoder(tuple[str, ...])
 
 
-def _utc(time: datetime) -> datetime:
-    if time.tzinfo is None or time.utcoffset() is None:
-        raise ValueError(f"naive datetime {time.isoformat()}: times in the store are UTC")
-    return time.astimezone(UTC)
-
-
-def _iso(time: datetime) -> str:
-    """Fixed-width UTC text, so SQL ``max()`` and ``ORDER BY`` sort it by time."""
-    return _utc(time).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _from_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
 def _micros(time: datetime) -> int:
-    return (_utc(time) - _EPOCH) // _MICRO
+    return (utc(time) - _EPOCH) // _MICRO
 
 
 def _page_text(page: Page) -> str:
@@ -85,59 +70,30 @@ def _page_text(page: Page) -> str:
     return f"{text}\ntags: {', '.join(page.tags)}" if page.tags else text
 
 
-class SqliteStore:
+class SqliteStore(SqliteFile):
     """``tether.ports.Store`` over one SQLite file. Use from one thread at a time (a lock
     enforces it); close it when done (or use it as a context manager)."""
 
+    busy_timeout_ms = BUSY_TIMEOUT_MS
+
     def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
         self._sync: str | None = None
-        try:
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                self.path,
-                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
-                check_same_thread=False,  # the lock serialises use instead
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(self.path, f"cannot open the store: {exc}") from None
-        try:
-            self._setup()
-        except BaseException:
-            self.close()
-            raise
+        super().__init__(path)
 
     # -- plumbing ----------------------------------------------------------------------
 
     def _setup(self) -> None:
         with self._errors("cannot open the store"):
             c = self._c()
-            c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             version = self._user_version()
             if version > len(MIGRATIONS):
                 raise StoreVersionError(self.path, version, len(MIGRATIONS))
-            mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(self.path, f"cannot use WAL journalling (got {mode})")
+            self._busy_timeout_and_wal(c)
             c.execute("PRAGMA cache_size = -32000")  # 32 MB: the FTS index's hot pages
             self._migrate()
 
-    def _c(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(self.path, "the store is closed")
-        return self._conn
-
     def _user_version(self) -> int:
         return int(self._c().execute("PRAGMA user_version").fetchone()[0])
-
-    @contextlib.contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        """SQLite errors become StoreError naming the file and what we were doing."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise StoreError(self.path, f"{doing}: {exc}") from None
 
     @contextlib.contextmanager
     def _write(self, doing: str, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
@@ -148,14 +104,8 @@ class SqliteStore:
             if sync != self._sync:
                 c.execute(f"PRAGMA synchronous = {sync}")
                 self._sync = sync
-            c.execute("BEGIN IMMEDIATE")
-            try:
+            with begun(c):
                 yield c
-                c.execute("COMMIT")
-            except BaseException:
-                if c.in_transaction:
-                    c.execute("ROLLBACK")
-                raise
 
     @contextlib.contextmanager
     def _read(self, doing: str) -> Iterator[sqlite3.Connection]:
@@ -177,18 +127,6 @@ class SqliteStore:
     def schema_version(self) -> int:
         with self._read("reading the schema version"):
             return self._user_version()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the index over session logs ---------------------------------------------------
 
@@ -296,7 +234,7 @@ class SqliteStore:
         with self._write("writing a note") as c:
             cur = c.execute(
                 "INSERT INTO note (text, untrusted, session, time) VALUES (?, ?, ?, ?)",
-                (text, int(untrusted), session, _iso(time)),
+                (text, int(untrusted), session, iso(time)),
             )
             note_id = cast(int, cur.lastrowid)
             self._index_memory(
@@ -308,13 +246,13 @@ class SqliteStore:
                 session=session,
                 time=time,
             )
-        return Note(id=note_id, text=text, untrusted=untrusted, session=session, time=_utc(time))
+        return Note(id=note_id, text=text, untrusted=untrusted, session=session, time=utc(time))
 
     def notes(self) -> list[Note]:
         with self._read("reading notes") as c:
             rows = c.execute("SELECT id, text, untrusted, session, time FROM note ORDER BY id")
             return [
-                Note(id=r[0], text=r[1], untrusted=bool(r[2]), session=r[3], time=_from_iso(r[4]))
+                Note(id=r[0], text=r[1], untrusted=bool(r[2]), session=r[3], time=from_iso(r[4]))
                 for r in rows
             ]
 
@@ -334,7 +272,7 @@ class SqliteStore:
                     msgspec.json.encode(list(page.tags)).decode(),
                     page.visibility,
                     int(page.untrusted),
-                    _iso(page.updated_at),
+                    iso(page.updated_at),
                 ),
             )
             self._index_memory(
@@ -370,7 +308,7 @@ class SqliteStore:
 
     def replace_identity(self, entries: Sequence[Entry], *, stamp: str, time: datetime) -> None:
         with self._write("indexing identity", durable=False) as c:
-            mirror.replace_identity(c, entries, stamp, _utc(time))
+            mirror.replace_identity(c, entries, stamp, utc(time))
 
     def sync_facts(self) -> bool:
         with self._read("reading the facts stamp") as c:
@@ -416,7 +354,7 @@ class SqliteStore:
                 "INSERT INTO journal (time, who, session, action, target, before, after)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
-                    _iso(entry.time),
+                    iso(entry.time),
                     entry.who,
                     entry.session,
                     entry.action,
@@ -425,7 +363,7 @@ class SqliteStore:
                     entry.after,
                 ),
             )
-        return msgspec.structs.replace(entry, id=cast(int, cur.lastrowid), time=_utc(entry.time))
+        return msgspec.structs.replace(entry, id=cast(int, cur.lastrowid), time=utc(entry.time))
 
     def journal(self, limit: int | None = None) -> list[JournalEntry]:
         """Entries oldest first; with ``limit``, only the newest ``limit`` of them."""
@@ -439,7 +377,7 @@ class SqliteStore:
         return [
             JournalEntry(
                 id=r[0],
-                time=_from_iso(r[1]),
+                time=from_iso(r[1]),
                 who=r[2],
                 session=r[3],
                 action=r[4],
@@ -453,7 +391,7 @@ class SqliteStore:
     def record_recalls(self, refs: Sequence[str], time: datetime) -> None:
         if not refs:
             return
-        stamp = _iso(time)
+        stamp = iso(time)
         with self._write("recording recalls", durable=False) as c:
             c.executemany(
                 "INSERT INTO recall_log (ref, time) VALUES (?, ?)", ((r, stamp) for r in refs)
@@ -463,7 +401,7 @@ class SqliteStore:
         with self._read("reading recall counts") as c:
             rows = c.execute("SELECT ref, count(*), max(time) FROM recall_log GROUP BY ref")
             return {
-                r[0]: RecallStat(ref=r[0], count=r[1], last=_from_iso(r[2]) if r[2] else None)
+                r[0]: RecallStat(ref=r[0], count=r[1], last=from_iso(r[2]) if r[2] else None)
                 for r in rows
             }
 
@@ -486,5 +424,5 @@ def _page(row: Sequence[Any]) -> Page:
         tags=_tags.decode(row[3]),
         visibility=visibility,
         untrusted=bool(row[5]),
-        updated_at=_from_iso(row[6]),
+        updated_at=from_iso(row[6]),
     )

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import threading
 from collections.abc import Iterator
 from datetime import date
-from pathlib import Path
 from typing import cast
 
 from tether.core.sweep.state import (
@@ -34,14 +32,13 @@ from tether.core.sweep.state import (
     StagedPacket,
     StandingTrigger,
 )
-from tether.errors import StoreError, StoreVersionError
+from tether.errors import StoreVersionError
 from tether.stores.migrations import statements
+from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso
 from tether.stores.sqlite_sweep_schema import (
     SWEEP_MIGRATIONS,
-    _dt,
     _fact,
     _fields,
-    _iso,
     _journal,
     _owner,
     _receipt,
@@ -83,8 +80,8 @@ class SqliteSweepTx:
                 owner.source_generation,
                 owner.receipt_namespace,
                 owner.first_date.isoformat(),
-                _iso(owner.created_at),
-                None if owner.deleted_at is None else _iso(owner.deleted_at),
+                iso(owner.created_at),
+                None if owner.deleted_at is None else iso(owner.deleted_at),
             ),
         )
 
@@ -125,8 +122,8 @@ class SqliteSweepTx:
             fact.refs,
             fact.origin_receipt,
             int(fact.active),
-            _iso(fact.created_at),
-            _iso(fact.updated_at),
+            iso(fact.created_at),
+            iso(fact.updated_at),
         )
         if fact.id:
             self._c.execute(
@@ -168,7 +165,7 @@ class SqliteSweepTx:
                 trigger.authority,
                 trigger.provenance,
                 int(trigger.active),
-                _iso(trigger.updated_at),
+                iso(trigger.updated_at),
             ),
         )
 
@@ -195,7 +192,7 @@ class SqliteSweepTx:
             (
                 row.owner,
                 row.receipt_id,
-                _iso(row.time),
+                iso(row.time),
                 row.who,
                 row.action,
                 row.target,
@@ -241,10 +238,10 @@ class SqliteSweepTx:
                 receipt.digest,
                 receipt.state,
                 receipt.claimant,
-                _iso(receipt.lease_until),
+                iso(receipt.lease_until),
                 receipt.attempts,
                 receipt.outcome,
-                _iso(receipt.updated_at),
+                iso(receipt.updated_at),
             ),
         )
 
@@ -281,9 +278,9 @@ class SqliteSweepTx:
             timezone_name=row[1],
             local_date=date.fromisoformat(row[2]),
             window_id=row[3],
-            window_start_utc=_dt(row[4]),
-            window_end_utc=_dt(row[5]),
-            updated_at=_dt(row[6]),
+            window_start_utc=from_iso(row[4]),
+            window_end_utc=from_iso(row[5]),
+            updated_at=from_iso(row[6]),
         )
 
     def put_cursor(self, cursor: Cursor) -> None:
@@ -296,9 +293,9 @@ class SqliteSweepTx:
                 cursor.timezone_name,
                 cursor.local_date.isoformat(),
                 cursor.window_id,
-                _iso(cursor.window_start_utc),
-                _iso(cursor.window_end_utc),
-                _iso(cursor.updated_at),
+                iso(cursor.window_start_utc),
+                iso(cursor.window_end_utc),
+                iso(cursor.updated_at),
             ),
         )
 
@@ -319,7 +316,7 @@ class SqliteSweepTx:
             window_id=window_id,
             digest=row[0],
             packet=bytes(row[1]),
-            created_at=_dt(row[2]),
+            created_at=from_iso(row[2]),
         )
 
     def put_stage(self, staged: StagedPacket) -> None:
@@ -334,52 +331,21 @@ class SqliteSweepTx:
                 staged.window_id,
                 staged.digest,
                 staged.packet,
-                _iso(staged.created_at),
+                iso(staged.created_at),
             ),
         )
 
 
-class SqliteSweepStore:
+class SqliteSweepStore(SqliteFile):
     """``tether.ports.SweepStore`` over ``<home>/tether.db`` (or any path). One connection
     guarded by a lock; other processes may use the same file at the same time."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        try:
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(self.path, f"cannot open the store: {exc}") from None
-        try:
-            self._setup()
-        except BaseException:
-            self.close()
-            raise
-
-    def _c(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(self.path, "the store is closed")
-        return self._conn
-
-    @contextlib.contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise StoreError(self.path, f"{doing}: {exc}") from None
+    busy_timeout_ms = BUSY_TIMEOUT_MS
 
     def _setup(self) -> None:
         with self._errors("cannot open the sweep store"):
             c = self._c()
-            c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(self.path, f"cannot use WAL journalling (got {mode})")
+            self._busy_timeout_and_wal(c)
             c.execute("PRAGMA synchronous = FULL")
         while self._migrate_once():
             pass
@@ -388,8 +354,7 @@ class SqliteSweepStore:
         """Apply the next sweep migration; False when the schema is current."""
         with self._errors("migrating the sweep schema"), self._lock:
             c = self._c()
-            c.execute("BEGIN IMMEDIATE")
-            try:
+            with begun(c):
                 c.execute("CREATE TABLE IF NOT EXISTS sweep_schema_version (version INTEGER)")
                 row = c.execute("SELECT version FROM sweep_schema_version").fetchone()
                 version = 0 if row is None else int(row[0])
@@ -401,11 +366,6 @@ class SqliteSweepStore:
                         c.execute(statement)
                     c.execute("DELETE FROM sweep_schema_version")
                     c.execute("INSERT INTO sweep_schema_version VALUES (?)", (version + 1,))
-                c.execute("COMMIT")
-            except BaseException:
-                if c.in_transaction:
-                    c.execute("ROLLBACK")
-                raise
             return more
 
     def schema_version(self) -> int:
@@ -419,23 +379,5 @@ class SqliteSweepStore:
         block, rolled back on any exception (which propagates)."""
         with self._lock, self._errors("sweep transaction"):
             c = self._c()
-            c.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
+            with begun(c, "BEGIN IMMEDIATE" if write else "BEGIN"):
                 yield SqliteSweepTx(c)
-                c.execute("COMMIT")
-            except BaseException:
-                if c.in_transaction:
-                    c.execute("ROLLBACK")
-                raise
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> SqliteSweepStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -8,10 +8,11 @@ one-row table ``sweep_schema_version``, independent of the main store's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from tether.core.sweep.state import Fact, JournalRow, Owner, Receipt, StandingTrigger
+from tether.stores.sqlite_file import from_iso
 
 SWEEP_MIGRATIONS: tuple[str, ...] = (
     """
@@ -130,18 +131,8 @@ SWEEP_MIGRATIONS: tuple[str, ...] = (
 )
 
 
-def _iso(time: datetime) -> str:
-    if time.tzinfo is None or time.utcoffset() is None:
-        raise ValueError(f"naive datetime {time.isoformat()}: times in the store are UTC")
-    return time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _dt(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
 def _opt_dt(text: str | None) -> datetime | None:
-    return None if text is None else _dt(text)
+    return None if text is None else from_iso(text)
 
 
 def _fields(struct: Any) -> dict[str, Any]:
@@ -156,7 +147,7 @@ def _owner(r: Sequence[Any]) -> Owner:
         source_generation=r[3],
         receipt_namespace=r[4],
         first_date=date.fromisoformat(r[5]),
-        created_at=_dt(r[6]),
+        created_at=from_iso(r[6]),
         deleted_at=_opt_dt(r[7]),
     )
 
@@ -172,8 +163,8 @@ def _fact(r: Sequence[Any]) -> Fact:
         refs=r[6],
         origin_receipt=r[7],
         active=bool(r[8]),
-        created_at=_dt(r[9]),
-        updated_at=_dt(r[10]),
+        created_at=from_iso(r[9]),
+        updated_at=from_iso(r[10]),
     )
 
 
@@ -185,7 +176,7 @@ def _trigger(r: Sequence[Any]) -> StandingTrigger:
         authority=r[3],
         provenance=r[4],
         active=bool(r[5]),
-        updated_at=_dt(r[6]),
+        updated_at=from_iso(r[6]),
     )
 
 
@@ -194,7 +185,7 @@ def _journal(r: Sequence[Any]) -> JournalRow:
         id=r[0],
         owner=r[1],
         receipt_id=r[2],
-        time=_dt(r[3]),
+        time=from_iso(r[3]),
         who=r[4],
         action=r[5],
         target=r[6],
@@ -218,8 +209,8 @@ def _receipt(r: Sequence[Any]) -> Receipt:
         digest=r[9],
         state=r[10],
         claimant=r[11],
-        lease_until=_dt(r[12]),
+        lease_until=from_iso(r[12]),
         attempts=r[13],
         outcome=r[14],
-        updated_at=_dt(r[15]),
+        updated_at=from_iso(r[15]),
     )

@@ -1,0 +1,113 @@
+"""What the two SQLite stores share (``sqlite.SqliteStore``, the memory and its index;
+``sqlite_sweep.SqliteSweepStore``, the daily sweep's tables, often in the same file).
+
+- One connection per store object, guarded by a lock: a store may be handed between
+  threads but runs one operation at a time. Other processes may use the same file (WAL:
+  readers beside the one writer; a writer waits up to the busy timeout).
+- SQLite errors become ``StoreError`` naming the file and what was being done.
+- Transactions are explicit (``isolation_level=None``): ``begun`` commits at the end of
+  the block and rolls back on any exception, which propagates.
+- Times are stored as fixed-width UTC text (``iso``), so SQL ``max()`` and ``ORDER BY``
+  sort them by time; a naive datetime is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Self
+
+from tether.errors import StoreError
+
+
+def utc(time: datetime) -> datetime:
+    if time.tzinfo is None or time.utcoffset() is None:
+        raise ValueError(f"naive datetime {time.isoformat()}: times in the store are UTC")
+    return time.astimezone(UTC)
+
+
+def iso(time: datetime) -> str:
+    """Fixed-width UTC text, so SQL ``max()`` and ``ORDER BY`` sort it by time."""
+    return utc(time).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+@contextlib.contextmanager
+def begun(c: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+    """``begin``, then COMMIT at the end of the block; ROLLBACK on any exception."""
+    c.execute(begin)
+    try:
+        yield
+        c.execute("COMMIT")
+    except BaseException:
+        if c.in_transaction:
+            c.execute("ROLLBACK")
+        raise
+
+
+class SqliteFile:
+    """One locked connection to a SQLite file. A subclass sets ``busy_timeout_ms`` and
+    ``_setup`` (pragmas, migrations), which runs once the connection is open; if it
+    fails, the connection is closed and the error propagates."""
+
+    busy_timeout_ms: int
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self.path,
+                isolation_level=None,  # transactions are begun and ended explicitly
+                check_same_thread=False,  # the lock serialises use instead
+                timeout=self.busy_timeout_ms / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(self.path, f"cannot open the store: {exc}") from None
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self) -> None:
+        raise NotImplementedError
+
+    def _c(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(self.path, "the store is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """SQLite errors become StoreError naming the file and what we were doing."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(self.path, f"{doing}: {exc}") from None
+
+    def _busy_timeout_and_wal(self, c: sqlite3.Connection) -> None:
+        """The pragmas every store opens with: wait for another writer, journal in WAL."""
+        c.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(self.path, f"cannot use WAL journalling (got {mode})")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
