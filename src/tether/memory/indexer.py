@@ -181,10 +181,13 @@ def index_home(
         pending, pending_rows = [], 0
 
     root = os.fspath(home / SESSIONS_DIR)
-    for sid in _session_ids(home) if only is None else only:
+    # _session_ids yields valid ids only; ids in ``only`` are checked here.
+    listed = only is None
+    ids = _session_ids(home) if only is None else only
+    for sid in ids:
         sessions += 1
         try:
-            items = _session_rows(root, session_id(sid), cursors)
+            items = _session_rows(root, sid if listed else session_id(sid), cursors)
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
