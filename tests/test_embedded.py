@@ -13,12 +13,13 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from daemon_helpers import tether
 from tether.config import load_config
 from tether.daemon.compose import build_llm, build_runtime
-from tether.errors import ContextFullError
+from tether.errors import ContextFullError, EmbeddedModelError, LlmTimeoutError
 from tether.llm.embedded import EmbeddedLlm, default_model_path
 from tether.llm.types import CompletionRequest
 from tether.records import ChatMessage
@@ -113,6 +114,65 @@ async def test_json_schema_output_parses(llm: EmbeddedLlm) -> None:
     reply = json.loads(done.content)
     assert reply["colour"] in {"red", "green", "blue"}
     assert isinstance(reply["ripe"], bool)
+
+
+async def test_a_timed_out_reply_stops_generating_and_frees_the_slot() -> None:
+    # The grammar allows no reply shorter than the whole context, so a worker left to run
+    # after the timeout would fill it; stopped, it holds the prompt and a few tokens.
+    n_ctx = 2048
+    model = EmbeddedLlm(default_model_path(), n_ctx=n_ctx, timeout_s=0.5)
+    try:
+        model.load(0)  # the model's load is not what times out here
+        numbers = {"type": "array", "items": {"type": "integer"}, "minItems": n_ctx}
+        ask = CompletionRequest(
+            messages=(SYSTEM, ChatMessage(role="user", content="List numbers as JSON.")),
+            slot=0,
+            max_tokens=n_ctx,
+            json_schema=numbers,
+        )
+        with pytest.raises(LlmTimeoutError) as info:
+            await model.complete(ask)
+        assert info.value.timeout_s == 0.5
+        context = model._slots[0]
+        with context.lock:  # taken once the abandoned worker has returned
+            held = len(context.cached())
+        assert held < n_ctx // 2
+        # The slot answers the next call.
+        model.timeout_s = 60
+        ok = await model.complete(_ask(ChatMessage(role="user", content="Hi"), slot=0))
+        assert ok.predicted_n > 0
+    finally:
+        await model.aclose()
+
+
+async def test_closing_stops_a_call_in_flight() -> None:
+    n_ctx = 2048
+    model = EmbeddedLlm(default_model_path(), n_ctx=n_ctx, timeout_s=600)
+    model.load(0)
+    context = model._slots[0]
+    numbers = {"type": "array", "items": {"type": "integer"}, "minItems": n_ctx}
+    ask = CompletionRequest(
+        messages=(SYSTEM, ChatMessage(role="user", content="List numbers as JSON.")),
+        slot=0,
+        max_tokens=n_ctx,
+        json_schema=numbers,
+    )
+    failures: list[BaseException] = []
+
+    async def call() -> None:
+        try:
+            await model.complete(ask)
+        except EmbeddedModelError as exc:
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        while not context.lock.locked():  # the worker is in the call
+            await anyio.sleep(0.01)
+        await model.aclose()
+    # The call stopped part-way: it says so rather than hand back a reply cut short.
+    assert len(failures) == 1
+    assert "stopped" in str(failures[0])
 
 
 async def test_same_request_same_reply(llm: EmbeddedLlm) -> None:

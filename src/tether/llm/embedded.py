@@ -7,7 +7,9 @@ OpenAI-form messages the server client sends, tokenised here, so ``cache_n`` is 
 prefix of tokens the slot's context already holds (llama-cpp-python reuses exactly that
 prefix, and reports nothing about it). A prompt that does not fit ``n_ctx`` raises the same
 ``ContextFullError`` as the server's HTTP 400. Inference runs in a worker thread, one call at
-a time per slot, so the event loop stays free.
+a time per slot, so the event loop stays free. A call that times out or is cancelled stops
+generating at its next token (the prompt's evaluation, once begun, runs to its end), so
+the slot is free again for the next call and ``aclose`` does not wait out a long reply.
 
 Everything llama-cpp-python returns is untyped; ``_Context`` is the narrow typed wrapper
 the rest of this module talks to.
@@ -141,6 +143,7 @@ class _Context:
             raise EmbeddedModelError(path, f"cannot load: {exc}") from None
         self._grammar_cls: Any = _import("llama_cpp.llama_grammar", "llama-cpp-python").LlamaGrammar
         self._grammars: dict[str, Any] = {}
+        self._stopping_cls: Any = llama_cpp.StoppingCriteriaList
         metadata: dict[str, str] = dict(self._llama.metadata)
         template = metadata.get("tokenizer.chat_template") or _CHATML
         self.tool_template = "tools" in template
@@ -189,8 +192,11 @@ class _Context:
         temperature: float,
         stop: list[str],
         grammar: Any,
+        cancel: threading.Event,
     ) -> tuple[str, str, int]:
-        """(text, finish_reason, tokens generated)."""
+        """(text, finish_reason, tokens generated); stops after the token during which
+        ``cancel`` is set."""
+        stopping = self._stopping_cls([lambda _ids, _logits: cancel.is_set()])
         out = self._llama.create_completion(
             tokens,
             max_tokens=max_tokens,
@@ -199,6 +205,7 @@ class _Context:
             seed=SEED,
             stop=stop,
             grammar=grammar,
+            stopping_criteria=stopping,
         )
         choice = out["choices"][0]
         usage = out.get("usage") or {}
@@ -295,6 +302,7 @@ class EmbeddedLlm:
         self._slots: dict[int, _Context] = {}
         self._create = threading.Lock()
         self._closed = False
+        self._running: set[threading.Event] = set()  # the cancel flags of calls in flight
 
     @classmethod
     def from_config(cls, config: Config) -> EmbeddedLlm:
@@ -329,15 +337,23 @@ class EmbeddedLlm:
             return ctx
 
     async def complete(self, request: CompletionRequest) -> Completion:
+        cancel = threading.Event()
+        with self._create:
+            self._running.add(cancel)
         try:
             with anyio.fail_after(self.timeout_s):
                 return await anyio.to_thread.run_sync(
-                    self._complete, request, abandon_on_cancel=True
+                    self._complete, request, cancel, abandon_on_cancel=True
                 )
         except TimeoutError:
             raise LlmTimeoutError(self.where, self.timeout_s) from None
+        finally:
+            # Returned, timed out or cancelled: an abandoned worker stops at its next token.
+            cancel.set()
+            with self._create:
+                self._running.discard(cancel)
 
-    def _complete(self, request: CompletionRequest) -> Completion:
+    def _complete(self, request: CompletionRequest, cancel: threading.Event) -> Completion:
         slot = DEFAULT_SLOT if request.slot is None else request.slot
         ctx = self._context(slot)
         with ctx.lock:
@@ -359,6 +375,7 @@ class EmbeddedLlm:
                     temperature=temperature,
                     stop=[ctx.eos, *rendered.stop] if ctx.eos else rendered.stop,
                     grammar=grammar,
+                    cancel=cancel,
                 )
             except ValueError as exc:
                 m = _CONTEXT_FULL.search(str(exc))
@@ -367,6 +384,8 @@ class EmbeddedLlm:
                 raise EmbeddedModelError(self.model_path, f"completion failed: {exc}") from None
             except RuntimeError as exc:
                 raise EmbeddedModelError(self.model_path, f"completion failed: {exc}") from None
+            if cancel.is_set():  # what was generated is cut short: no reply
+                raise EmbeddedModelError(self.model_path, "the call was stopped (timeout or close)")
         content, calls = parse_tool_calls(text) if request.tools else (text, ())
         return Completion(
             content=content,
@@ -381,6 +400,8 @@ class EmbeddedLlm:
         with self._create:
             self._closed = True
             slots, self._slots = list(self._slots.values()), {}
+            for cancel in self._running:
+                cancel.set()
         for ctx in slots:
             with ctx.lock:
                 ctx.close()
