@@ -158,11 +158,22 @@ def test_blank_lines_are_skipped_and_a_missing_file_is_not_found(
 
 
 @pytest.mark.slow
+def test_cli_counts_agree_with_one(home: Path, tmp_path: Path) -> None:
+    src = write(tmp_path / "one.jsonl", [line("solo", "user", "just one line")])
+    out = tether(home, "sessions", "import", str(src))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("imported 1 record (1 turn): 1 session created, 0 appended;")
+    assert tether(home, "memory", "add", "likes oolong").returncode == 0
+    shown = tether(home, "memory", "show")
+    assert "1 entry" in shown.stdout.splitlines()[0]
+
+
+@pytest.mark.slow
 def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
     src = write(tmp_path / "history.jsonl", TWO_SESSIONS)
     out = tether(home, "sessions", "import", str(src))
     assert out.returncode == 0, out.stderr
-    assert "2 sessions created" in out.stdout
+    assert out.stdout.startswith("imported 5 records (3 turns): 2 sessions created, 0 appended;")
 
     found = tether(home, "memory", "recall", "Where did we book a restaurant?", "-k", "2", "--json")
     assert found.returncode == 0, found.stderr

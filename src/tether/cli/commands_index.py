@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from tether.cli.context import Context, echo_json, pass_ctx
+from tether.cli.context import Context, counted, echo_json, pass_ctx
 from tether.memory.indexer import index_home
 from tether.memory.recall import SessionHit, recall, recall_sessions
 from tether.ports import Hit
@@ -102,7 +102,7 @@ def _print_sessions(sessions: list[SessionHit], as_json: bool) -> None:
         best = s.turns[0]
         # A session is as trusted as its least trusted turn found.
         tag = "memory-tainted" if any(h.tag == "memory-tainted" for h in s.turns) else "memory"
-        turns = f"{len(s.turns)} turn{'s' if len(s.turns) != 1 else ''}"
+        turns = counted(len(s.turns), "turn")
         click.echo(
             f"{tag:<14} {s.session:<24} {s.score:7.2f}  {turns:<9} "
             f"#{best.turn} {_one_line(best.text, TEXT_CHARS - 12)}"
@@ -125,9 +125,9 @@ def import_cmd(ctx: Context, file: Path) -> None:
     """
     report = import_jsonl(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
     click.echo(
-        f"imported {report.records} records ({report.turns} turns): "
-        f"{report.sessions_created} sessions created, {report.sessions_appended} appended; "
-        f"{report.indexed_rows} rows indexed"
+        f"imported {counted(report.records, 'record')} ({counted(report.turns, 'turn')}): "
+        f"{counted(report.sessions_created, 'session')} created, "
+        f"{report.sessions_appended} appended; {counted(report.indexed_rows, 'row')} indexed"
     )
     for sid, problem in report.index_errors:
         click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)

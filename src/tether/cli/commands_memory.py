@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from tether.cli.context import Context, echo_change, echo_json, pass_ctx, utc_stamp
+from tether.cli.context import Context, counted, echo_change, echo_json, pass_ctx, utc_stamp
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.stores import open_store
@@ -24,7 +24,7 @@ def show_cmd(ctx: Context) -> None:
     try:
         identity = Identity(ctx.home, store)
         entries = identity.entries()
-        click.echo(f"identity ({identity.path}): {len(entries)} entries")
+        click.echo(f"identity ({identity.path}): {counted(len(entries), 'entry', 'entries')}")
         for e in entries:
             click.echo(f"  [{e.id}] {e.text}")
         notes = store.notes()

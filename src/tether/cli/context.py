@@ -28,6 +28,11 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with the noun agreeing: "1 entry", "2 entries" (``many`` defaults to one + s)."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def utc_stamp(t: datetime) -> str:
     """A time as commands print it: UTC to the second, ``2026-11-01T12:00:00Z``."""
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
