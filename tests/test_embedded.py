@@ -116,20 +116,25 @@ async def test_json_schema_output_parses(llm: EmbeddedLlm) -> None:
     assert isinstance(reply["ripe"], bool)
 
 
+def _longer_than(n_ctx: int) -> CompletionRequest:
+    """A request on slot 0 whose grammar allows no reply shorter than ``n_ctx`` tokens."""
+    numbers = {"type": "array", "items": {"type": "integer"}, "minItems": n_ctx}
+    return CompletionRequest(
+        messages=(SYSTEM, ChatMessage(role="user", content="List numbers as JSON.")),
+        slot=0,
+        max_tokens=n_ctx,
+        json_schema=numbers,
+    )
+
+
 async def test_a_timed_out_reply_stops_generating_and_frees_the_slot() -> None:
-    # The grammar allows no reply shorter than the whole context, so a worker left to run
-    # after the timeout would fill it; stopped, it holds the prompt and a few tokens.
+    # A worker left to run after the timeout would fill the context; stopped, it holds the
+    # prompt and a few tokens.
     n_ctx = 2048
     model = EmbeddedLlm(default_model_path(), n_ctx=n_ctx, timeout_s=0.5)
     try:
         model.load(0)  # the model's load is not what times out here
-        numbers = {"type": "array", "items": {"type": "integer"}, "minItems": n_ctx}
-        ask = CompletionRequest(
-            messages=(SYSTEM, ChatMessage(role="user", content="List numbers as JSON.")),
-            slot=0,
-            max_tokens=n_ctx,
-            json_schema=numbers,
-        )
+        ask = _longer_than(n_ctx)
         with pytest.raises(LlmTimeoutError) as info:
             await model.complete(ask)
         assert info.value.timeout_s == 0.5
@@ -150,13 +155,7 @@ async def test_closing_stops_a_call_in_flight() -> None:
     model = EmbeddedLlm(default_model_path(), n_ctx=n_ctx, timeout_s=600)
     model.load(0)
     context = model._slots[0]
-    numbers = {"type": "array", "items": {"type": "integer"}, "minItems": n_ctx}
-    ask = CompletionRequest(
-        messages=(SYSTEM, ChatMessage(role="user", content="List numbers as JSON.")),
-        slot=0,
-        max_tokens=n_ctx,
-        json_schema=numbers,
-    )
+    ask = _longer_than(n_ctx)
     failures: list[BaseException] = []
 
     async def call() -> None:
