@@ -229,6 +229,97 @@ async def test_a_failed_run_is_failed_in_the_ledger(
     assert [r.status for r in RunLedger(home).read()] == ["started", "failed"]
 
 
+# -- job files changed while the daemon runs -----------------------------------------------
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+async def test_a_job_added_edited_and_removed_while_running(
+    home: Path, fake: FakeLlama, clock: StepClock, daemon_factory: list[Daemon]
+) -> None:
+    d = start(daemon_factory, home, fake, clock)
+    assert d.scheduler.tick().cron == ()
+    write_job(home, "brief", "* * * * *", "Write the morning brief.")
+    clock.advance(timedelta(minutes=1))
+    (first,) = d.scheduler.tick().cron  # picked up at the next minute, no restart
+    await d.scheduler.idle()
+    assert users(home, first.session) == [
+        "It is Sunday 2026-11-01 09:01 UTC.\nWrite the morning brief."
+    ]
+
+    write_job(home, "brief", "* * * * *", "Write the evening brief.")
+    clock.advance(timedelta(minutes=1))
+    (second,) = d.scheduler.tick().cron
+    await d.scheduler.idle()
+    assert users(home, second.session) == [
+        "It is Sunday 2026-11-01 09:02 UTC.\nWrite the evening brief."
+    ]
+
+    (home / "jobs" / "brief.toml").unlink()
+    clock.advance(timedelta(minutes=1))
+    assert d.scheduler.tick().cron == ()
+    assert [r.status for r in RunLedger(home).read()] == ["started", "finished"] * 2
+
+
+async def test_a_job_file_turned_invalid_keeps_its_last_good_version(
+    home: Path,
+    fake: FakeLlama,
+    clock: StepClock,
+    daemon_factory: list[Daemon],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    write_job(home, "brief", "* * * * *", "Write the morning brief.")
+    d = start(daemon_factory, home, fake, clock)
+    caplog.set_level(logging.INFO, logger="tether.scheduler")
+    job = home / "jobs" / "brief.toml"
+    job.write_text('schedule = "* * * * *"\nprompt = "half an edit\n')  # unclosed string
+    runs = []
+    for _ in range(3):
+        (event,) = d.scheduler.tick().cron
+        runs.append(event.session)
+        await d.scheduler.idle()
+        clock.advance(timedelta(minutes=1))
+    # The daemon kept running the version it had, and said so once, naming the file.
+    assert all(users(home, sid)[0].endswith("Write the morning brief.") for sid in runs)
+    (warning,) = warnings_of(caplog)
+    assert str(job) in warning
+    assert "not valid TOML" in warning
+    assert "keeps the version last read" in warning
+    assert "jobs-invalid" in warning
+
+    write_job(home, "brief", "* * * * *", "Fixed brief.")
+    (event,) = d.scheduler.tick().cron
+    await d.scheduler.idle()
+    assert users(home, event.session)[0].endswith("Fixed brief.")
+    assert any("reads again" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_new_invalid_job_file_does_not_run_and_the_others_do(
+    home: Path,
+    fake: FakeLlama,
+    clock: StepClock,
+    daemon_factory: list[Daemon],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    write_job(home, "brief", "* * * * *", "Brief.")
+    d = start(daemon_factory, home, fake, clock)
+    caplog.set_level(logging.INFO, logger="tether.scheduler")
+    write_job(home, "never", "0 0 31 2 *", "Never due.")
+    (home / "jobs" / "Bad_Name.toml").write_text('schedule = "* * * * *"\nprompt = "x"\n')
+    (home / "jobs" / "folder.toml").mkdir()  # listed, but cannot be read as a file
+    for _ in range(2):
+        assert [e.name for e in d.scheduler.tick().cron] == ["brief"]
+        await d.scheduler.idle()
+        clock.advance(timedelta(minutes=1))
+    warnings = warnings_of(caplog)
+    assert len(warnings) == 3  # one per bad file, not one per minute
+    assert any("never.toml" in w and "does not run until the file is fixed" in w for w in warnings)
+    assert any("Bad_Name.toml" in w and "the file name is the job's name" in w for w in warnings)
+    assert any("folder.toml" in w and "cannot read" in w for w in warnings)
+
+
 # -- tool-output summaries -----------------------------------------------------------------
 
 
@@ -351,14 +442,15 @@ async def test_tier_job_reads_the_listing_and_only_a_trusted_run_promotes(
     assert len([j for j in store.journal() if j.action == "add"]) == 1
 
 
-async def test_wakes_only_when_something_can_be_due(
+async def test_wakes_each_minute_and_for_the_heartbeat(
     home: Path, fake: FakeLlama, clock: StepClock, daemon_factory: list[Daemon]
 ) -> None:
     idle = start(daemon_factory, home, fake, clock)
-    assert idle.scheduler.wake_in() is None  # no heartbeat, no jobs: nothing to wake for
+    # No heartbeat, no jobs: it still looks at jobs/ once a minute (09:00:00 now).
+    assert idle.scheduler.wake_in() == 60
     write_job(home, "brief", "0 7 * * *", "Brief.")
     clock.advance(timedelta(seconds=20))
     with_job = start(daemon_factory, home, fake, clock, "[heartbeat]\nevery_s = 3600\n")
-    wake = with_job.scheduler.wake_in()
-    assert wake is not None
-    assert 39 < wake <= 41  # the next minute turns in 40 s: at least once a minute
+    assert 40 < with_job.scheduler.wake_in() < 41  # the next minute turns in 40 s
+    beating = start(daemon_factory, home, fake, clock, "[heartbeat]\nevery_s = 10\n")
+    assert beating.scheduler.wake_in() == 10  # the heartbeat is due before it

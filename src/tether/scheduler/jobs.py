@@ -1,7 +1,8 @@
 """Cron job files: ``<home>/jobs/<name>.toml`` with exactly ``schedule`` and ``prompt``.
 
-The owner writes them; tether only reads them, when the daemon starts (and on ``tether
-jobs check``). An invalid file refuses the start with one line naming it.
+The owner writes them; tether only reads them: when the daemon starts (an invalid file
+refuses the start with one line naming it), every minute while it runs
+(``scheduler.job_watch``), and on ``tether jobs check``.
 """
 
 from __future__ import annotations
@@ -50,15 +51,33 @@ def jobs_dir(home: Path) -> Path:
     return home / JOBS_DIR
 
 
+def job_name(path: Path) -> str:
+    """The name a job file gives its job (checked by ``parse_job``)."""
+    return path.name.removesuffix(JOB_SUFFIX)
+
+
+def read_job_file(path: Path) -> bytes:
+    """The bytes of a job file; JobFileError when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise JobFileError(path, f"cannot read: {exc}") from None
+
+
 def load_job(path: Path) -> Job:
-    name = path.name.removesuffix(JOB_SUFFIX)
+    return parse_job(path, read_job_file(path))
+
+
+def parse_job(path: Path, data: bytes) -> Job:
+    """The job in ``data``, read from ``path``; JobFileError naming what is wrong."""
+    name = job_name(path)
     try:
         check_job_name(name)
     except InvalidJobNameError as exc:
         raise JobFileError(path, f"{exc} (the file name is the job's name)") from None
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise JobFileError(path, f"cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise JobFileError(path, f"not valid TOML: {exc}") from None

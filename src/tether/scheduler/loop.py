@@ -1,9 +1,10 @@
 """The scheduler inside ``tether serve``: heartbeat, cron runs and tool-output summaries,
 all on the background slot, through the same agent, tools and broker as any session.
 
-One asyncio task wakes when the heartbeat is due, just after each minute turns while any
-job exists, and when a scheduled turn ends; it starts what is due as tasks of its own
-and goes back to sleep. Who gets the background slot when several wait is the slot
+One asyncio task wakes when the heartbeat is due, just after each minute turns, and when
+a scheduled turn ends; it reads the job files again (``JobWatch``: a job added, edited or
+removed takes effect at the next minute), starts what is due as tasks of its own and
+goes back to sleep. Who gets the background slot when several wait is the slot
 gate's business (``Priority``): compaction, then cron, then heartbeat, then summaries.
 Time comes from the injected clock, so tests drive ``tick()`` without sleeping.
 """
@@ -21,6 +22,7 @@ from tether.agent.turn import Agent
 from tether.core.scheduling import RunRecord
 from tether.scheduler.cron import CronEvent, CronRunner
 from tether.scheduler.heartbeat import BeatOutcome, Heartbeat
+from tether.scheduler.job_watch import JobWatch
 from tether.scheduler.jobs import Job
 from tether.scheduler.ledger import RunLedger
 from tether.scheduler.summaries import ToolSummaries
@@ -55,8 +57,13 @@ class Scheduler:
         )
         self._kick = asyncio.Event()
         self.heartbeat = Heartbeat(agent=agent, start=start, on_done=self._kick.set)
+        self.watch = JobWatch(agent.home, jobs)
         self.cron = CronRunner(
-            agent=agent, jobs=jobs, ledger=self.ledger, start=start, on_done=self._kick.set
+            agent=agent,
+            jobs=self.watch.jobs,
+            ledger=self.ledger,
+            start=start,
+            on_done=self._kick.set,
         )
         self._loop: asyncio.Task[None] | None = None
 
@@ -78,6 +85,9 @@ class Scheduler:
     def tick(self) -> TickReport:
         """Start whatever is due now (as tasks) and say what happened."""
         now = self.clock.now()
+        jobs = self.watch.poll()
+        if jobs is not None:
+            self.cron.jobs = jobs
         cron = tuple(self.cron.tick(now))
         beat = self.heartbeat.tick(now)
         return TickReport(heartbeat=beat, cron=cron)
@@ -91,18 +101,15 @@ class Scheduler:
     def _tasks(self) -> list[asyncio.Task[None]]:
         return [*self._scheduled(), *(t for t in self.summaries.tasks if not t.done())]
 
-    def wake_in(self) -> float | None:
-        """Seconds until the next thing may be due; None when nothing ever will be."""
+    def wake_in(self) -> float:
+        """Seconds until the next thing may be due: the heartbeat, or the next minute
+        (a job may be due then, or a job file may have appeared)."""
         now = self.clock.now()
-        waits: list[float] = []
+        minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        waits = [(minute - now).total_seconds() + MINUTE_SLACK_S]
         beat = self.heartbeat.next_at()
         if beat is not None:
             waits.append((beat - now).total_seconds())
-        if self.cron.jobs:
-            minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
-            waits.append((minute - now).total_seconds() + MINUTE_SLACK_S)
-        if not waits:
-            return None
         return min(max(min(waits), 0.0), MAX_SLEEP_S)
 
     # -- running inside the daemon ---------------------------------------------------------
