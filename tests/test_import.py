@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 
 from conftest import Ticker
-from daemon_helpers import tether
+from daemon_helpers import spawn, tether
 from tether.errors import ImportFormatError, NotFoundError
+from tether.home import init_home
 from tether.memory.recall import recall
 from tether.records import Assistant, Baseline, SessionStart, User
 from tether.sessions import Session, list_sessions
 from tether.sessions.importer import import_jsonl
 from tether.stores.sqlite import SqliteStore
+from tether.testing.pause import release, wait_reached
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -31,6 +33,10 @@ def line(
 def write(path: Path, lines: list[str]) -> Path:
     path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
     return path
+
+
+def users(home: Path, sid: str) -> list[str]:
+    return [r.text for r in Session.open(home, sid).records if isinstance(r, User)]
 
 
 @pytest.fixture
@@ -152,6 +158,108 @@ def test_blank_lines_are_skipped_and_a_missing_file_is_not_found(
     assert import_jsonl(home, src, now=NOW, store=store).records == 1
     with pytest.raises(NotFoundError, match="no import file"):
         import_jsonl(home, tmp_path / "missing.jsonl", now=NOW, store=store)
+
+
+def test_batches_write_what_one_pass_writes(home: Path, tmp_path: Path) -> None:
+    # Sessions interleaved line by line, appended a record at a time: each session still
+    # gets its records in file order, created at its first line's time.
+    src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
+    import_jsonl(home, src, now=NOW, batch_chars=1)
+    other = tmp_path / "other"
+    init_home(other)
+    import_jsonl(other, src, now=NOW)
+    for sid in ("trip", "cat"):
+        assert Session.open(home, sid).records == Session.open(other, sid).records
+    assert Session.open(home, "trip").turns() == 2
+
+
+@pytest.mark.slow
+def test_an_import_from_a_pipe(home: Path) -> None:
+    out = tether(home, "sessions", "import", "/dev/stdin", input="\n".join(TWO_SESSIONS))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("imported 5 records (3 turns): 2 sessions created")
+
+
+@pytest.fixture
+def pause_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "pause"
+    d.mkdir()
+    return d
+
+
+def import_while(
+    home: Path, src: Path, pause_dir: Path, change: Callable[[], object]
+) -> tuple[int, str, str]:
+    """Import ``src`` in a child paused between the check and the write, ``change`` the
+    file there; the child's exit code and outputs."""
+    child = spawn(
+        home,
+        "sessions",
+        "import",
+        str(src),
+        env={"TETHER_PAUSE_AT": "import-after-check", "TETHER_PAUSE_DIR": str(pause_dir)},
+    )
+    assert wait_reached(pause_dir, "import-after-check")
+    change()
+    release(pause_dir, "import-after-check")
+    out, err = child.communicate(timeout=60)
+    return child.returncode, out, err
+
+
+@pytest.mark.slow
+def test_lines_appended_during_an_import_wait_for_the_next(
+    home: Path, tmp_path: Path, pause_dir: Path
+) -> None:
+    src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
+
+    def append() -> None:
+        with src.open("a", encoding="utf-8") as f:
+            f.write(line("late", "user", "written while the import ran") + "\n")
+
+    code, out, err = import_while(home, src, pause_dir, append)
+    assert code == 0, err
+    assert out.startswith("imported 5 records (3 turns): 2 sessions created")
+    assert list_sessions(home) == ["cat", "trip"]
+
+
+@pytest.mark.slow
+def test_a_file_replaced_by_rename_during_an_import_is_read_as_checked(
+    home: Path, tmp_path: Path, pause_dir: Path
+) -> None:
+    src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
+    save = write(tmp_path / "new.jsonl", ["not json at all"])
+    code, out, err = import_while(home, src, pause_dir, lambda: save.replace(src))
+    assert code == 0, err
+    assert out.startswith("imported 5 records (3 turns)")
+    assert users(home, "trip") == [
+        "We booked the Lantern restaurant in Lisbon",
+        "Flight leaves at 9",
+    ]
+
+
+@pytest.mark.slow
+def test_a_file_rewritten_in_place_during_an_import_says_what_was_written(
+    home: Path, tmp_path: Path, pause_dir: Path
+) -> None:
+    src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
+    data = bytearray(src.read_bytes())
+    fourth = data.index(b'{"session": "cat", "role": "assistant"')
+    data[fourth : fourth + 3] = b"###"  # same size, the fourth line broken
+
+    def overwrite() -> None:
+        with src.open("r+b") as f:
+            f.write(data)
+
+    code, _, err = import_while(home, src, pause_dir, overwrite)
+    assert code == 2
+    assert err.startswith(f"tether: error: {src}:4: ")
+    # Sessions are written whole, in order of appearance: "trip" (lines 1, 3, 5) was.
+    assert "the file changed after it was checked; 3 of its 5 records were imported" in err
+    assert list_sessions(home) == ["trip"]
+    assert users(home, "trip") == [
+        "We booked the Lantern restaurant in Lisbon",
+        "Flight leaves at 9",
+    ]
 
 
 # -- the command line, as a user runs it ------------------------------------------------

@@ -5,41 +5,33 @@ or assistant and ``time`` RFC 3339 with a zone (stored as UTC). The whole file i
 and every session it names opened, before anything is written: a bad line is an error
 naming file and line, and nothing was imported. Then each session (in first-appearance
 order) is created, or appended to in its current epoch, and the home is indexed.
+
+The file is not held in memory: it is read twice (``sessions.import_file``), and the
+write pass holds one session's records at a time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
-
-import msgspec
 
 from tether.config import Config, load_config
-from tether.errors import BadInputError, ImportFormatError, NotFoundError, SessionError
-from tether.ids import SESSION_ID_GRAMMAR, is_session_id
+from tether.errors import SessionError
 from tether.memory.indexer import index_home
 from tether.ports import JournalEntry, Store
 from tether.records import Assistant, Baseline, LogRecord, User
+from tether.sessions.import_file import ImportChangedError, ImportLine, ImportPlan, check, opened
 from tether.sessions.session import Session, session_dir
 from tether.stores import open_store
+from tether.testing.pause import pause_point
 
 #: The system prompt of imported sessions when the home has no ``config/system.md``.
 DEFAULT_SYSTEM = "You are tether, a personal assistant with a long memory."
-
-
-class ImportLine(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """One line of an import file."""
-
-    session: str
-    role: Literal["user", "assistant"]
-    text: str
-    time: Annotated[datetime, msgspec.Meta(tz=True)]
-    speaker: str | None = None
-
-
-_decoder = msgspec.json.Decoder(ImportLine)
+#: Characters of text appended to a session at once (a long session takes several
+#: appends, so what one append encodes stays bounded).
+BATCH_CHARS = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -50,43 +42,6 @@ class ImportReport:
     records: int  # every line
     indexed_rows: int
     index_errors: tuple[tuple[str, str], ...] = ()
-
-
-def _problem(exc: msgspec.DecodeError) -> str:
-    """msgspec's message, worded for someone editing the file."""
-    text = str(exc)
-    if "timezone" in text:
-        return f"{text} (write a zone: ...Z or ...+02:00)"
-    return text
-
-
-def parse_import(path: Path) -> list[ImportLine]:
-    """Every line of ``path``, validated; the first bad one raises ImportFormatError.
-
-    Blank lines are skipped. Times come back in UTC.
-    """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise NotFoundError(f"no import file {path}") from None
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    out: list[ImportLine] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = _decoder.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise ImportFormatError(path, number, _problem(exc)) from None
-        if not is_session_id(line.session):
-            raise ImportFormatError(
-                path, number, f"session {line.session!r} is not an id: {SESSION_ID_GRAMMAR}"
-            )
-        if line.speaker is not None and line.role != "user":
-            raise ImportFormatError(path, number, "speaker is only for role user")
-        out.append(msgspec.structs.replace(line, time=line.time.astimezone(UTC)))
-    return out
 
 
 def _record(line: ImportLine) -> LogRecord:
@@ -103,29 +58,11 @@ def _system_prompt(home: Path) -> str:
     return text if text.strip() else DEFAULT_SYSTEM
 
 
-def import_jsonl(
-    home: Path,
-    path: Path,
-    *,
-    now: datetime,
-    config: Config | None = None,
-    store: Store | None = None,
-) -> ImportReport:
-    """Import ``path`` into the home's sessions, then index them (see the module doc).
-
-    ``config`` defaults to the home's tether.toml; ``store`` to the home's store (opened
-    and closed here). The import is journalled at ``now``.
-    """
-    lines = parse_import(path)
-    groups: dict[str, list[ImportLine]] = {}
-    for line in lines:
-        groups.setdefault(line.session, []).append(line)
-    cfg = config if config is not None else load_config(home)
-
-    # Open every existing session before writing anything: a corrupt or ended one stops
-    # the import here, with nothing written.
-    existing: dict[str, Session] = {}
-    for sid in groups:
+def _existing(home: Path, sessions: Iterable[str]) -> set[str]:
+    """The sessions named that exist already, each opened once to be sure it can take
+    the import: a corrupt or ended one stops the import here, with nothing written."""
+    existing: set[str] = set()
+    for sid in sessions:
         directory = session_dir(home, sid)
         if directory.is_dir() and Session.epochs_on_disk(directory):
             session = Session.open(home, sid)
@@ -134,20 +71,90 @@ def import_jsonl(
                     f"{session.log_path}: epoch {session.epoch} has ended and the next "
                     "has not started; open the session once to recover it, then import"
                 )
-            existing[sid] = session
+            existing.add(sid)
+    return existing
 
-    baseline = Baseline(system=_system_prompt(home), memory="")
-    for sid, group in groups.items():
-        session = existing.get(sid) or Session.create(
-            home, sid, baseline=baseline, slot=cfg.slots.main, time=group[0].time
+
+class _Writer:
+    """The write pass: each session's records appended in batches of ``batch_chars``; a
+    new session is created at its first append, so a failed read leaves no empty one."""
+
+    def __init__(
+        self, home: Path, plan: ImportPlan, *, existing: set[str], config: Config, chars: int
+    ) -> None:
+        self.home = home
+        self.plan = plan
+        self.existing = existing
+        self.baseline = Baseline(system=_system_prompt(home), memory="")
+        self.slot = config.slots.main
+        self.chars = chars
+        self.written = 0
+
+    def write(self) -> None:
+        for sid, lines in self.plan.sessions_lines():
+            session: Session | None = None
+            batch: list[LogRecord] = []
+            size = 0
+            for line in lines:
+                batch.append(_record(line))
+                size += len(line.text)
+                if size >= self.chars:
+                    session = self._append(sid, session, batch)
+                    batch, size = [], 0
+            if batch:
+                self._append(sid, session, batch)
+
+    def _append(self, sid: str, session: Session | None, batch: list[LogRecord]) -> Session:
+        if session is None:
+            if sid in self.existing:
+                session = Session.open(self.home, sid)
+            else:
+                first = self.plan.sessions[sid]
+                session = Session.create(
+                    self.home, sid, baseline=self.baseline, slot=self.slot, time=first
+                )
+        session.append(*batch)
+        self.written += len(batch)
+        return session
+
+
+def import_jsonl(
+    home: Path,
+    path: Path,
+    *,
+    now: datetime,
+    config: Config | None = None,
+    store: Store | None = None,
+    batch_chars: int = BATCH_CHARS,
+) -> ImportReport:
+    """Import ``path`` into the home's sessions, then index them (see the module doc).
+
+    ``config`` defaults to the home's tether.toml; ``store`` to the home's store (opened
+    and closed here). The import is journalled at ``now``.
+    """
+    if batch_chars < 1:
+        raise ValueError("batch_chars must be at least 1")
+    with opened(path) as source:
+        plan = check(source)
+        cfg = config if config is not None else load_config(home)
+        writer = _Writer(
+            home, plan, existing=_existing(home, plan.sessions), config=cfg, chars=batch_chars
         )
-        session.append(*(_record(line) for line in group))
+        pause_point("import-after-check")
+        try:
+            writer.write()
+        except ImportChangedError as exc:
+            raise ImportChangedError(
+                path,
+                exc.line,
+                f"{exc.problem} (the file changed after it was checked; "
+                f"{writer.written} of its {plan.records} records were imported)",
+            ) from None
 
     own = store is None
     db = open_store(home, cfg) if store is None else store
     try:
-        turns = sum(1 for line in lines if line.role == "user")
-        if lines:
+        if plan.records:
             db.journal_append(
                 JournalEntry(
                     time=now,
@@ -156,7 +163,9 @@ def import_jsonl(
                     action="import",
                     target=f"file:{path.absolute()}",
                     before=None,
-                    after=f"{turns} turns, {len(lines)} records, {len(groups)} sessions",
+                    after=(
+                        f"{plan.turns} turns, {plan.records} records, {len(plan.sessions)} sessions"
+                    ),
                 )
             )
         report = index_home(home, db)
@@ -164,10 +173,10 @@ def import_jsonl(
         if own:
             db.close()
     return ImportReport(
-        sessions_created=len(groups) - len(existing),
-        sessions_appended=len(existing),
-        turns=turns,
-        records=len(lines),
+        sessions_created=len(plan.sessions) - len(writer.existing),
+        sessions_appended=len(writer.existing),
+        turns=plan.turns,
+        records=plan.records,
         indexed_rows=report.rows,
         index_errors=report.errors,
     )

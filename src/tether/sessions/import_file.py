@@ -1,0 +1,208 @@
+"""Reading an import file (``tether sessions import``) in two passes without holding it.
+
+The check pass (``check``) decodes and validates every line, and keeps, per record, only
+where its line starts, its line number and its session (16 bytes). The write pass
+(``ImportPlan.sessions``) then reads each session's lines again by offset, one session at
+a time in first-appearance order, so memory holds one session's records, not the file,
+and no session is opened twice however its lines are interleaved.
+
+Both passes read through one open handle, the second no further than the first did:
+lines appended meanwhile wait for the next import, and a file replaced by rename is still
+read from the handle. A file rewritten in place between the passes fails in the second
+pass (``ImportChangedError``). A pipe cannot be read twice: it is read into memory once.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, BinaryIO, Literal
+
+import msgspec
+
+from tether.errors import BadInputError, ImportFormatError, NotFoundError
+from tether.ids import SESSION_ID_GRAMMAR, is_session_id
+
+
+class ImportLine(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One line of an import file."""
+
+    session: str
+    role: Literal["user", "assistant"]
+    text: str
+    time: Annotated[datetime, msgspec.Meta(tz=True)]
+    speaker: str | None = None
+
+
+_decoder = msgspec.json.Decoder(ImportLine)
+
+
+def _problem(exc: msgspec.DecodeError) -> str:
+    """msgspec's message, worded for someone editing the file."""
+    text = str(exc)
+    if "timezone" in text:
+        return f"{text} (write a zone: ...Z or ...+02:00)"
+    return text
+
+
+def decode_line(path: Path, number: int, raw: bytes) -> ImportLine:
+    """One non-blank line, validated, its time in UTC; ImportFormatError naming file and
+    line."""
+    try:
+        line = _decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ImportFormatError(path, number, _problem(exc)) from None
+    if not is_session_id(line.session):
+        raise ImportFormatError(
+            path, number, f"session {line.session!r} is not an id: {SESSION_ID_GRAMMAR}"
+        )
+    if line.speaker is not None and line.role != "user":
+        raise ImportFormatError(path, number, "speaker is only for role user")
+    return msgspec.structs.replace(line, time=line.time.astimezone(UTC))
+
+
+def _unreadable(path: Path, exc: OSError) -> BadInputError:
+    return BadInputError(f"{path}: cannot read: {exc.strerror or exc}")
+
+
+class _Source:
+    """The file through one handle (or a pipe's bytes), read within its first ``size``."""
+
+    def __init__(self, path: Path, handle: BinaryIO, data: bytes | None, size: int) -> None:
+        self.path = path
+        self.handle = handle
+        self.data = data
+        self.size = size
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """(offset, raw line) from the start, up to ``size``."""
+        offset = 0
+        if self.data is not None:
+            for raw in self.data.split(b"\n"):
+                yield offset, raw
+                offset += len(raw) + 1
+            return
+        self._seek(0)
+        while offset < self.size:
+            raw = self._readline(self.size - offset)
+            if not raw:
+                return
+            yield offset, raw
+            offset += len(raw)
+
+    def line_at(self, offset: int) -> bytes:
+        if self.data is not None:
+            end = self.data.find(b"\n", offset)
+            return self.data[offset : None if end < 0 else end]
+        self._seek(offset)
+        return self._readline(-1)
+
+    def _seek(self, offset: int) -> None:
+        try:
+            self.handle.seek(offset)
+        except OSError as exc:
+            raise _unreadable(self.path, exc) from None
+
+    def _readline(self, limit: int) -> bytes:
+        try:
+            return self.handle.readline(limit)
+        except OSError as exc:
+            raise _unreadable(self.path, exc) from None
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[_Source]:
+    """The import file, open for both passes."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise NotFoundError(f"no import file {path}") from None
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    with handle:
+        try:
+            info = os.fstat(handle.fileno())
+            data = None if stat.S_ISREG(info.st_mode) else handle.read()
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+        yield _Source(path, handle, data, info.st_size if data is None else len(data))
+
+
+@dataclass
+class ImportPlan:
+    """What the check pass learned: the sessions in first-appearance order with their
+    first line's time (a new session's start), the counts, and where each record is."""
+
+    source: _Source
+    sessions: dict[str, datetime] = field(default_factory=dict)
+    turns: int = 0
+    #: Per record, in file order: where its line starts, its line number, and the index
+    #: of its session in ``sessions``.
+    offsets: array[int] = field(default_factory=lambda: array("q"))
+    numbers: array[int] = field(default_factory=lambda: array("q"))
+    owners: array[int] = field(default_factory=lambda: array("q"))
+
+    @property
+    def records(self) -> int:
+        return len(self.offsets)
+
+    def sessions_lines(self) -> Iterator[tuple[str, Iterator[ImportLine]]]:
+        """Each session with its lines read again, in file order; ``ImportChangedError``
+        when a line is no longer what the check pass read."""
+        # Records grouped by session (a counting sort: one int a record).
+        starts = array("q", [0]) * (len(self.sessions) + 1)
+        for owner in self.owners:
+            starts[owner + 1] += 1
+        for i in range(len(self.sessions)):
+            starts[i + 1] += starts[i]
+        order = array("q", [0]) * self.records
+        fill = array("q", starts)
+        for record, owner in enumerate(self.owners):
+            order[fill[owner]] = record
+            fill[owner] += 1
+        for index, sid in enumerate(self.sessions):
+            yield sid, self._read(sid, order[starts[index] : starts[index + 1]])
+
+    def _read(self, sid: str, records: array[int]) -> Iterator[ImportLine]:
+        path = self.source.path
+        for record in records:
+            number = self.numbers[record]
+            raw = self.source.line_at(self.offsets[record])
+            try:
+                line = decode_line(path, number, raw)
+            except ImportFormatError as exc:
+                raise ImportChangedError(path, number, exc.problem) from None
+            if line.session != sid:
+                raise ImportChangedError(path, number, f"session {line.session!r}, was {sid!r}")
+            yield line
+
+
+class ImportChangedError(ImportFormatError):
+    """A line read by the write pass is not what the check pass read: the file was
+    rewritten in place during the import."""
+
+
+def check(source: _Source) -> ImportPlan:
+    """Every line decoded and validated (the first bad one raises ImportFormatError);
+    blank lines skipped."""
+    plan = ImportPlan(source)
+    index: dict[str, int] = {}
+    for number, (offset, raw) in enumerate(source.lines(), start=1):
+        if not raw.strip():
+            continue
+        line = decode_line(source.path, number, raw)
+        owner = index.get(line.session)
+        if owner is None:
+            owner = index[line.session] = len(index)
+            plan.sessions[line.session] = line.time
+        plan.offsets.append(offset)
+        plan.numbers.append(number)
+        plan.owners.append(owner)
+        plan.turns += line.role == "user"
+    return plan
