@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from daemon_helpers import tether
+from tether import cli as cli_package
+from tether.cli import main
 from tether.records import Assistant, Baseline, ToolResult, User
 from tether.sessions import Session
 
@@ -145,3 +149,30 @@ def test_corrupt_session_exits_1_with_file_and_line(tmp_path: Path) -> None:
 def test_unknown_command_is_usage_error(tmp_path: Path) -> None:
     out = tether(tmp_path, "frobnicate")
     assert out.returncode == 2
+
+
+def test_the_command_tables_name_every_command_where_it_is() -> None:
+    # Commands are imported on use from the module the tables name: a command missing
+    # from them would vanish from `tether`, a wrong module would fail when it runs.
+    found: dict[str, dict[str, str]] = {"COMMANDS": {}, "MEMORY_COMMANDS": {}}
+    for info in pkgutil.iter_modules(cli_package.__path__):
+        if not info.name.startswith("commands_"):
+            continue
+        module = importlib.import_module(f"tether.cli.{info.name}")
+        for table, names in found.items():
+            for command in getattr(module, table, ()):
+                assert command.name not in names, f"{command.name} is in two modules"
+                names[command.name] = info.name
+    assert found["COMMANDS"] == dict(main.COMMANDS)
+    assert found["MEMORY_COMMANDS"] == dict(main.MEMORY_COMMANDS)
+
+
+def test_help_lists_every_command() -> None:
+    top = tether(None, "--help")
+    memory = tether(None, "memory", "--help")
+    assert top.returncode == 0, top.stderr
+    assert memory.returncode == 0, memory.stderr
+    commands = top.stdout.split("Commands:")[1]
+    assert {line.split()[0] for line in commands.strip().splitlines()} == {*main.COMMANDS, "memory"}
+    listed = memory.stdout.split("Commands:")[1]
+    assert {line.split()[0] for line in listed.strip().splitlines()} == set(main.MEMORY_COMMANDS)
