@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.client import HTTPConnection
 from typing import Any
 
 import httpx
@@ -45,6 +46,21 @@ def test_health_and_slots(http: httpx.Client) -> None:
         {"id": 0, "n_ctx": 256, "is_processing": False, "n_cached": 0},
         {"id": 1, "n_ctx": 256, "is_processing": False, "n_cached": 0},
     ]
+
+
+def test_a_connection_stays_open_between_requests(fake: FakeLlama) -> None:
+    # llama-server speaks HTTP/1.1 with keep-alive; a client's pool reuses connections.
+    host, port = fake.url.removeprefix("http://").rsplit(":", 1)
+    connection = HTTPConnection(host, int(port), timeout=10)
+    try:
+        for _ in range(3):
+            connection.request("GET", "/health")
+            response = connection.getresponse()
+            assert response.version == 11
+            assert response.read() == b'{"status": "ok"}'
+            assert not response.will_close
+    finally:
+        connection.close()
 
 
 def test_tokenize_gives_stable_ids_one_per_piece(http: httpx.Client) -> None:

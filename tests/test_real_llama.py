@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,20 @@ def test_fake_speaks_the_same_json_shapes(real_url: str) -> None:
     assert fake_shape["usage"] == real["usage"]
     assert fake_shape["timings"] <= real["timings"]
     assert fake_shape["message"] <= real["message"]
+
+
+def test_fake_keeps_connections_open_like_the_real_server(real_url: str) -> None:
+    with FakeLlama(n_ctx=N_CTX_PER_SLOT) as fake:
+        seen = []
+        for url in (real_url, fake.url):
+            host, port = url.removeprefix("http://").rsplit(":", 1)
+            connection = HTTPConnection(host, int(port), timeout=60)
+            try:
+                for _ in range(2):
+                    connection.request("GET", "/health")
+                    response = connection.getresponse()
+                    response.read()
+                    seen.append((url == real_url, response.version, response.will_close))
+            finally:
+                connection.close()
+    assert seen == [(True, 11, False)] * 2 + [(False, 11, False)] * 2

@@ -428,6 +428,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    # As llama-server does: connections stay open between requests, so a client's
+    # connection pool is exercised as it is against the real server.
+    protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests read ``fake.requests``, not a log."""
