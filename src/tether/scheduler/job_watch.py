@@ -86,14 +86,14 @@ class JobWatch:
         seen: dict[Path, _Read] = {}
         for path in paths:
             try:
-                now = _Read(read_job_file(path))
+                latest = _Read(read_job_file(path))
             except JobFileError as exc:
-                now = _Read(None, exc.problem)
+                latest = _Read(None, exc.problem)
             before = self._read.get(path)
-            if before is not None and before.same(now):
+            if before is not None and before.same(latest):
                 seen[path] = before
                 continue
-            seen[path] = self._take(path, now, before)
+            seen[path] = self._take(path, latest, before)
             changed = True
         for path in self._read.keys() - seen.keys():
             changed = True
@@ -103,13 +103,13 @@ class JobWatch:
         self._read = seen
         return self.jobs if changed else None
 
-    def _take(self, path: Path, now: _Read, before: _Read | None) -> _Read:
+    def _take(self, path: Path, latest: _Read, before: _Read | None) -> _Read:
         """Parse a new or changed file, keep its job if it parses, log what happened."""
         name = job_name(path)
-        problem = now.unread
-        if now.data is not None:
+        problem = latest.unread
+        if latest.data is not None:
             try:
-                job = parse_job(path, now.data)
+                job = parse_job(path, latest.data)
             except JobFileError as exc:
                 problem = exc.problem
             else:
@@ -119,10 +119,10 @@ class JobWatch:
                     log.info("cron job file %s reads again; job=%s updated", path, name)
                 else:
                     log.info("cron job=%s %s: %s", name, "updated" if known else "added", path)
-                return now
+                return latest
         if name in self._good:
             outcome = f"job={name} keeps the version last read"
         else:
             outcome = f"job={name} does not run until the file is fixed"
         log.warning("cron job file %s: %s; %s (runbook: %s)", path, problem, outcome, RUNBOOK)
-        return _Read(now.data, now.unread, problem)
+        return _Read(latest.data, latest.unread, problem)
