@@ -101,7 +101,7 @@ class _Source:
             end = self.data.find(b"\n", offset)
             return self.data[offset : None if end < 0 else end]
         self._seek(offset)
-        return self._readline(-1)
+        return self._readline(self.size - offset)
 
     def _seek(self, offset: int) -> None:
         try:
