@@ -8,6 +8,7 @@
     │   ├── InvalidIdError           a session id (or other name) outside its grammar
     │   ├── AllowListError           a .tether-scan-allow line that is no fingerprint (file, line)
     │   ├── ImportFormatError        a line of an import file (file and line)
+    │   │   └── ImportChangedError   ... that changed between the import's check and write
     │   └── ExtraMissingError        an optional extra is not installed (extra, how to install)
     ├── NotFoundError                exit 2: a home, session or file that does not exist
     ├── StoreError                   the store (tether.db) cannot be opened or used (path)
@@ -15,7 +16,9 @@
     ├── SessionError                 a session directory that cannot be opened as it is
     │   ├── CorruptLogError          a malformed record in the middle of a log (file, line)
     │   ├── MissingCarryError        epoch n > 0 whose previous log has no EpochEnd
-    │   └── BaselineMismatchError    a baseline file whose hash differs from SessionStart
+    │   ├── BaselineMismatchError    a baseline file whose hash differs from SessionStart
+    │   └── ImportResumeError        an interrupted import whose session has moved on
+    ├── ImportLedgerError            an imports/<sha256>.jsonl line we cannot read (file, line)
     ├── CheckpointError              banked pre-compaction windows under corpus/
     │   └── CorruptLedgerError       a <session>.ledger.json we cannot read (file, problem)
     └── LlmError                     anything between us and the inference server
@@ -249,4 +252,23 @@ class EmbeddedModelError(LlmError):
     def __init__(self, path: Path | str, problem: str) -> None:
         super().__init__(f"embedded model {path}: {problem}")
         self.path = Path(path)
+        self.problem = problem
+
+
+class ImportChangedError(ImportFormatError):
+    """A line read by an import's write pass is not what its check pass read: the file
+    was rewritten in place during the import."""
+
+
+class ImportResumeError(SessionError):
+    """An interrupted import cannot be finished safely (a session it wrote to changed)."""
+
+
+class ImportLedgerError(TetherError):
+    """A line of an import ledger that is not an entry (and not a torn last line)."""
+
+    def __init__(self, path: Path, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: malformed import ledger entry: {problem}")
+        self.path = path
+        self.line = line
         self.problem = problem

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from tether.cli.context import Context, counted, echo_json, pass_ctx
+from tether.cli.context import Context, counted, echo_json, pass_ctx, utc_stamp
 from tether.memory.indexer import index_home
 from tether.memory.recall import SessionHit, recall, recall_sessions
 from tether.ports import Hit
@@ -121,9 +121,22 @@ def import_cmd(ctx: Context, file: Path) -> None:
     """Import a JSONL file of {"session","role","text","time","speaker"?} lines.
 
     The whole file is checked first: a bad line exits 2 naming file:line, and nothing is
-    imported. Existing sessions are appended to; the home is indexed afterwards.
+    imported. Existing sessions are appended to; the home is indexed afterwards. Run it
+    again after a crash or Ctrl-C to finish the import (nothing is written twice); run
+    again after it finished, it writes nothing.
     """
     report = import_jsonl(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
+    if report.already is not None:
+        click.echo(
+            f"already imported at {utc_stamp(report.already)}: nothing written "
+            f"(its ledger is {report.ledger}; remove it to import the file again)"
+        )
+        return
+    if report.resumed:
+        click.echo(
+            f"finished an interrupted import of this file: {counted(report.resumed, 'record')} "
+            "were already in and were not written again"
+        )
     click.echo(
         f"imported {counted(report.records, 'record')} ({counted(report.turns, 'turn')}): "
         f"{counted(report.sessions_created, 'session')} created, "

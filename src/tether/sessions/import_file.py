@@ -14,6 +14,7 @@ pass (``ImportChangedError``). A pipe cannot be read twice: it is read into memo
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from array import array
@@ -26,7 +27,7 @@ from typing import Annotated, BinaryIO, Literal
 
 import msgspec
 
-from tether.errors import BadInputError, ImportFormatError, NotFoundError
+from tether.errors import BadInputError, ImportChangedError, ImportFormatError, NotFoundError
 from tether.ids import SESSION_ID_GRAMMAR, is_session_id
 
 
@@ -142,6 +143,7 @@ class ImportPlan:
     source: _Source
     sessions: dict[str, datetime] = field(default_factory=dict)
     turns: int = 0
+    digest: str = ""  # sha256 of the bytes checked: the file's identity for the ledger
     #: Per record, in file order: where its line starts, its line number, and the index
     #: of its session in ``sessions``.
     offsets: array[int] = field(default_factory=lambda: array("q"))
@@ -183,17 +185,16 @@ class ImportPlan:
             yield line
 
 
-class ImportChangedError(ImportFormatError):
-    """A line read by the write pass is not what the check pass read: the file was
-    rewritten in place during the import."""
-
-
 def check(source: _Source) -> ImportPlan:
     """Every line decoded and validated (the first bad one raises ImportFormatError);
     blank lines skipped."""
     plan = ImportPlan(source)
     index: dict[str, int] = {}
+    # A pipe's bytes are hashed whole; a file's as its lines go by (the same bytes).
+    digest = hashlib.sha256(source.data or b"")
     for number, (offset, raw) in enumerate(source.lines(), start=1):
+        if source.data is None:
+            digest.update(raw)
         if not raw.strip():
             continue
         line = decode_line(source.path, number, raw)
@@ -205,4 +206,5 @@ def check(source: _Source) -> ImportPlan:
         plan.numbers.append(number)
         plan.owners.append(owner)
         plan.turns += line.role == "user"
+    plan.digest = digest.hexdigest()
     return plan

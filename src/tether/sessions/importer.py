@@ -8,23 +8,36 @@ order) is created, or appended to in its current epoch, and the home is indexed.
 
 The file is not held in memory: it is read twice (``sessions.import_file``), and the
 write pass holds one session's records at a time.
+
+An import is recorded in a ledger named by the file's sha256 (``sessions.import_ledger``):
+run again after a crash or Ctrl-C, it writes what is missing and nothing twice; run
+again after it finished, it writes nothing and says when it was imported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from tether.config import Config, load_config
-from tether.errors import SessionError
-from tether.memory.indexer import index_home
+from tether.errors import ImportChangedError, ImportResumeError, SessionError
+from tether.memory.indexer import IndexReport, index_home
 from tether.ports import JournalEntry, Store
 from tether.records import Assistant, Baseline, LogRecord, User
-from tether.sessions.import_file import ImportChangedError, ImportLine, ImportPlan, check, opened
+from tether.sessions.import_file import ImportLine, ImportPlan, check, opened
+from tether.sessions.import_ledger import (
+    Begin,
+    Complete,
+    ImportLedger,
+    Journaled,
+    Progress,
+    Started,
+)
 from tether.sessions.session import Session, session_dir
 from tether.stores import open_store
+from tether.testing.crash import crash_point
 from tether.testing.pause import pause_point
 
 #: The system prompt of imported sessions when the home has no ``config/system.md``.
@@ -42,6 +55,11 @@ class ImportReport:
     records: int  # every line
     indexed_rows: int
     index_errors: tuple[tuple[str, str], ...] = ()
+    #: When this file was imported before (nothing was written this time).
+    already: datetime | None = None
+    #: Records an interrupted run of this import had written (not written again).
+    resumed: int = 0
+    ledger: Path | None = None
 
 
 def _record(line: ImportLine) -> LogRecord:
@@ -76,43 +94,94 @@ def _existing(home: Path, sessions: Iterable[str]) -> set[str]:
 
 
 class _Writer:
-    """The write pass: each session's records appended in batches of ``batch_chars``; a
-    new session is created at its first append, so a failed read leaves no empty one."""
+    """The write pass: each session's records appended in batches of ``chars``; a new
+    session is created at its first append, so a failed read leaves no empty one.
+
+    Every session is in the ledger before its first append (the new ones all at once,
+    in one durable write; an existing one just before it is written to), with its epoch
+    and record count then. On a resumed run, the records after that count that equal
+    the import's own, in order, were written by the interrupted run and are skipped."""
 
     def __init__(
-        self, home: Path, plan: ImportPlan, *, existing: set[str], config: Config, chars: int
+        self,
+        home: Path,
+        plan: ImportPlan,
+        ledger: ImportLedger,
+        progress: Progress,
+        *,
+        config: Config,
+        chars: int,
     ) -> None:
         self.home = home
         self.plan = plan
-        self.existing = existing
+        self.ledger = ledger
+        self.progress = progress
         self.baseline = Baseline(system=_system_prompt(home), memory="")
         self.slot = config.slots.main
         self.chars = chars
         self.written = 0
+        self.resumed = 0
+
+    def announce(self, new: Iterable[str]) -> None:
+        """Put the sessions this import will create in the ledger, in one write."""
+        entries = [Started(sid, 0, -1) for sid in new if sid not in self.progress.started]
+        self.ledger.append(*entries)
+        self.progress.started.update((e.session, e) for e in entries)
 
     def write(self) -> None:
         for sid, lines in self.plan.sessions_lines():
-            session: Session | None = None
+            session, already = self._start(sid)
+            matched = 0
             batch: list[LogRecord] = []
             size = 0
             for line in lines:
-                batch.append(_record(line))
+                record = _record(line)
+                if matched < len(already) and already[matched] == record:
+                    matched += 1  # the interrupted run wrote it
+                    continue
+                already = ()  # past what was written: the rest all goes in
+                batch.append(record)
                 size += len(line.text)
                 if size >= self.chars:
                     session = self._append(sid, session, batch)
                     batch, size = [], 0
+                    crash_point("import-between-batches")
             if batch:
                 self._append(sid, session, batch)
+            self.resumed += matched
+            crash_point("import-after-session")
+
+    def _start(self, sid: str) -> tuple[Session | None, Sequence[LogRecord]]:
+        """The session as its write begins (None: not created yet), and the records an
+        interrupted run of this import may have written to it."""
+        directory = session_dir(self.home, sid)
+        exists = directory.is_dir() and bool(Session.epochs_on_disk(directory))
+        session = Session.open(self.home, sid) if exists else None
+        started = self.progress.started.get(sid)
+        if started is None:  # an existing session, reached now
+            if session is None:
+                raise ImportResumeError(f"session {sid!r} is gone since the import began")
+            started = Started(sid, session.epoch, len(session.records) - 1)
+            self.ledger.append(started)
+            self.progress.started[sid] = started
+            return session, ()
+        if session is None:
+            return None, ()
+        if session.epoch != started.epoch:
+            raise ImportResumeError(
+                f"{session.log_path}: session {sid!r} moved to epoch {session.epoch} after "
+                f"an interrupted import wrote to epoch {started.epoch}; cannot tell which "
+                f"of its records were written (the ledger {self.ledger.path} has what "
+                "was begun)"
+            )
+        return session, session.records[1 + max(started.before, 0) :]
 
     def _append(self, sid: str, session: Session | None, batch: list[LogRecord]) -> Session:
         if session is None:
-            if sid in self.existing:
-                session = Session.open(self.home, sid)
-            else:
-                first = self.plan.sessions[sid]
-                session = Session.create(
-                    self.home, sid, baseline=self.baseline, slot=self.slot, time=first
-                )
+            first = self.plan.sessions[sid]
+            session = Session.create(
+                self.home, sid, baseline=self.baseline, slot=self.slot, time=first
+            )
         session.append(*batch)
         self.written += len(batch)
         return session
@@ -137,24 +206,75 @@ def import_jsonl(
     with opened(path) as source:
         plan = check(source)
         cfg = config if config is not None else load_config(home)
-        writer = _Writer(
-            home, plan, existing=_existing(home, plan.sessions), config=cfg, chars=batch_chars
-        )
-        pause_point("import-after-check")
-        try:
-            writer.write()
-        except ImportChangedError as exc:
-            raise ImportChangedError(
+        ledger = ImportLedger(home, plan.digest)
+        with ledger.held() as progress:
+            if progress.complete is not None:
+                return ImportReport(
+                    sessions_created=0,
+                    sessions_appended=0,
+                    turns=plan.turns,
+                    records=plan.records,
+                    indexed_rows=0,
+                    already=progress.complete,
+                    ledger=ledger.path,
+                )
+            fresh = [sid for sid in plan.sessions if sid not in progress.started]
+            existing = _existing(home, fresh) | {
+                sid for sid, s in progress.started.items() if s.before >= 0
+            }
+            writer = _Writer(home, plan, ledger, progress, config=cfg, chars=batch_chars)
+            pause_point("import-after-check")
+            if progress.begun is None:
+                ledger.append(Begin(now, str(path.absolute()), plan.records, len(plan.sessions)))
+            writer.announce(sid for sid in fresh if sid not in existing)
+            try:
+                writer.write()
+            except ImportChangedError as exc:
+                raise ImportChangedError(
+                    path,
+                    exc.line,
+                    f"{exc.problem} (the file changed after it was checked; "
+                    f"{writer.written} of its {plan.records} records were imported)",
+                ) from None
+            report = _journal_and_index(
+                home,
                 path,
-                exc.line,
-                f"{exc.problem} (the file changed after it was checked; "
-                f"{writer.written} of its {plan.records} records were imported)",
-            ) from None
+                plan,
+                ledger=ledger,
+                progress=progress,
+                now=now,
+                config=cfg,
+                store=store,
+            )
+            ledger.append(Complete(now))
+    return ImportReport(
+        sessions_created=len(plan.sessions) - len(existing),
+        sessions_appended=len(existing),
+        turns=plan.turns,
+        records=plan.records,
+        indexed_rows=report.rows,
+        index_errors=report.errors,
+        resumed=writer.resumed,
+        ledger=ledger.path,
+    )
 
+
+def _journal_and_index(
+    home: Path,
+    path: Path,
+    plan: ImportPlan,
+    *,
+    ledger: ImportLedger,
+    progress: Progress,
+    now: datetime,
+    config: Config,
+    store: Store | None,
+) -> IndexReport:
+    """Journal the import (once, however many runs it took) and index the home."""
     own = store is None
-    db = open_store(home, cfg) if store is None else store
+    db = open_store(home, config) if store is None else store
     try:
-        if plan.records:
+        if plan.records and not progress.journaled:
             db.journal_append(
                 JournalEntry(
                     time=now,
@@ -164,19 +284,13 @@ def import_jsonl(
                     target=f"file:{path.absolute()}",
                     before=None,
                     after=(
-                        f"{plan.turns} turns, {plan.records} records, {len(plan.sessions)} sessions"
+                        f"{plan.turns} turns, {plan.records} records, "
+                        f"{len(plan.sessions)} sessions; sha256 {plan.digest}"
                     ),
                 )
             )
-        report = index_home(home, db)
+            ledger.append(Journaled())
+        return index_home(home, db)
     finally:
         if own:
             db.close()
-    return ImportReport(
-        sessions_created=len(plan.sessions) - len(writer.existing),
-        sessions_appended=len(writer.existing),
-        turns=plan.turns,
-        records=plan.records,
-        indexed_rows=report.rows,
-        index_errors=report.errors,
-    )
