@@ -133,23 +133,51 @@ def test_sweep_facts_are_gone_after_the_owner_is_wiped(
     assert recall(store, "grenoble", 5, time=NOW) == []
 
 
-def test_a_version_2_store_upgrades_and_keeps_its_index(tmp_path: Path) -> None:
-    path = tmp_path / "tether.db"
+def old_store(path: Path, version: int, rows: list[tuple[int, int, str, str]]) -> None:
+    """A store as tether left it at schema ``version``, holding log ``rows`` (id, turn,
+    field, text) of session s1, indexed."""
     conn = sqlite3.connect(path, isolation_level=None)
-    for script in MIGRATIONS[:2]:
+    for script in MIGRATIONS[:version]:
         for statement in statements(script):
             conn.execute(statement)
-    conn.execute("PRAGMA user_version = 2")
-    conn.execute(
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.executemany(
         "INSERT INTO doc (id, kind, session, epoch, turn, field, tainted, time, text)"
-        " VALUES (7, 'turn', 's1', 0, 1, 'user', 0, 0, 'the kayak is red')"
+        " VALUES (?, 'turn', 's1', 0, ?, ?, 0, 0, ?)",
+        rows,
     )
     conn.execute("INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc")
-    conn.execute("UPDATE stat SET value = 1 WHERE name = 'doc_rows'")
+    conn.execute("UPDATE stat SET value = ? WHERE name = 'doc_rows'", (len(rows),))
     conn.close()
+
+
+def test_a_version_2_store_upgrades_and_keeps_its_index(tmp_path: Path) -> None:
+    path = tmp_path / "tether.db"
+    old_store(path, 2, [(7, 1, "user", "the kayak is red")])
     with SqliteStore(path) as store:
-        assert store.schema_version() == len(MIGRATIONS) == 3
+        assert store.schema_version() == len(MIGRATIONS) == 4
         assert [(h.session, h.turn) for h in store.search('"kayak"', 5)] == [("s1", 1)]
         assert store.identity_stamp() is None
         assert store.sync_facts() is True  # no sweep tables: nothing, stamped once
         assert store.sync_facts() is False
+
+
+def test_a_version_3_store_segments_its_cjk_rows_on_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "tether.db"
+    rows = [
+        (1, 1, "user", "我喜欢乌龙茶，每天早上喝一杯。"),
+        (2, 1, "assistant", "the kayak is red"),
+        (3, 2, "assistant", "東京で友達に会いました"),
+    ]
+    old_store(path, 3, rows)
+    before = sqlite3.connect(path)
+    assert before.execute("SELECT rowid FROM doc_fts WHERE doc_fts MATCH '乌龙'").fetchall() == []
+    before.close()
+    with SqliteStore(path) as store:
+        assert store.schema_version() == 4
+        assert [h.turn for h in store.search('"乌龙"', 5)] == [1]
+        assert [h.turn for h in store.search('"東京"', 5)] == [2]  # a reply, re-indexed too
+        assert [h.turn for h in store.search('"kayak"', 5)] == [1]
+    check = sqlite3.connect(path)
+    check.execute("INSERT INTO doc_fts (doc_fts) VALUES ('integrity-check')")
+    check.close()

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.core import cjk
 from tether.core.inflections import forms
 from tether.core.synonyms import synonyms
 
@@ -168,19 +169,34 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
     """The terms of a question: its words (``terms``), ``word*`` prefixes, quoted phrases
     and the irregular forms of its verbs; () when nothing searchable is left."""
     words = _words(text, max_terms)
-    out = [
-        Term(quote(w, prefix=True), None) if prefix else Term(quote(w), w) for w, prefix in words
-    ]
-    seen = {w for w, _ in words}
+    out: list[Term] = []
+    seen: set[str] = set()
+    for w, prefix in words:
+        if cjk.has_cjk(w):
+            # A run of CJK is one token to the index; its bigrams are searched instead
+            # (``core.cjk``), its characters at the variant weight, and the other pieces
+            # of the word as words of their own.
+            for piece, weight in _cjk_pieces(w):
+                if piece not in seen and len(out) < max_terms:
+                    seen.add(piece)
+                    word = None if cjk.has_cjk(piece) else piece
+                    out.append(Term(quote(piece), word, weight))
+            continue
+        seen.add(w)
+        out.append(Term(quote(w, prefix=True), None) if prefix else Term(quote(w), w))
+    phrases = 0
     for inside in _phrases(text):
         inner = [w.lower() for w in _WORD.findall(inside) if len(w) <= MAX_TERM_CHARS]
         phrase = " ".join(inner[:MAX_PHRASE_WORDS])
         if len(inner) >= 2 and phrase not in seen:
             seen.add(phrase)
             out.append(Term(quote(phrase), None))
-            if len(seen) - len(words) >= MAX_PHRASES:
+            phrases += 1
+            if phrases >= MAX_PHRASES:
                 break
     for w, prefix in words:
+        if cjk.has_cjk(w):
+            continue
         others = synonyms(w)
         for form in () if prefix or VARIANT_WEIGHT <= 0 else (*forms(w), *others):
             # A synonym may be a stop word ("got"): the group says it means the act here.
@@ -188,6 +204,20 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
                 seen.add(form)
                 out.append(Term(quote(form), form, VARIANT_WEIGHT))
     return tuple(out)
+
+
+def _cjk_pieces(word: str) -> list[tuple[str, float]]:
+    """(piece, weight) of a word holding CJK: each run's bigrams (or a lone character) at
+    1, then its characters at ``VARIANT_WEIGHT``; other pieces at 1."""
+    pairs: list[tuple[str, float]] = []
+    chars: list[tuple[str, float]] = []
+    for part in cjk.parts(word):
+        if not cjk.has_cjk(part):
+            pairs.append((part, 1.0))
+            continue
+        pairs.extend((pair, 1.0) for pair in cjk.bigrams(part))
+        chars.extend((char, VARIANT_WEIGHT) for char in cjk.unigrams(part))
+    return [*pairs, *chars]
 
 
 def _phrases(text: str) -> list[str]:

@@ -8,7 +8,9 @@ have run it already. A database at a version beyond this list is refused, unchan
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+
+from tether.core import cjk
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -136,7 +138,49 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX doc_ref ON doc (ref) WHERE ref IS NOT NULL;
     CREATE TABLE mirror (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     """,
+    # 4: Chinese, Japanese and Korean runs are indexed a second time as bigrams
+    # (``core.cjk``), so a search finds words inside them. ``seg`` holds them (NULL for
+    # text without CJK) and both indexed columns append it to the text. Existing rows
+    # with CJK get theirs from ``AFTER[4]`` (the index is updated for them only).
+    """
+    ALTER TABLE doc ADD COLUMN seg TEXT;
+    ALTER TABLE doc DROP COLUMN body;
+    ALTER TABLE doc DROP COLUMN aside;
+    ALTER TABLE doc ADD COLUMN body TEXT GENERATED ALWAYS AS
+        (CASE WHEN field IN ('assistant', 'tool_call', 'summary') THEN ''
+         ELSE text || coalesce(' ' || seg, '') END)
+        VIRTUAL;
+    ALTER TABLE doc ADD COLUMN aside TEXT GENERATED ALWAYS AS
+        (CASE WHEN field IN ('assistant', 'tool_call', 'summary')
+         THEN text || coalesce(' ' || seg, '') ELSE '' END)
+        VIRTUAL;
+    """,
 )
+
+
+def _segment_existing(c: sqlite3.Connection) -> None:
+    """Give every row with CJK text its ``seg``, and re-index those rows."""
+    found = [
+        (doc_id, seg)
+        for doc_id, text in c.execute("SELECT id, text FROM doc")
+        if (seg := cjk.segment(text)) is not None
+    ]
+    for doc_id, seg in found:
+        body, aside = c.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
+        c.execute(
+            "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
+            (doc_id, body, aside),
+        )
+        c.execute("UPDATE doc SET seg = ? WHERE id = ?", (seg, doc_id))
+        c.execute(
+            "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
+            (doc_id,),
+        )
+
+
+#: Work a migration needs beyond SQL, run in its transaction after its script: version
+#: reached -> what to run.
+AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {4: _segment_existing}
 
 
 def statements(script: str) -> Iterator[str]:

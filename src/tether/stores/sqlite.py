@@ -35,6 +35,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 
+from tether.core import cjk
 from tether.core.memory_block import Entry
 from tether.errors import StoreVersionError
 from tether.ports import (
@@ -50,7 +51,7 @@ from tether.ports import (
 )
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
-from tether.stores.migrations import MIGRATIONS, statements
+from tether.stores.migrations import AFTER, MIGRATIONS, statements
 from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, utc
 
 BUSY_TIMEOUT_MS = 10_000
@@ -122,6 +123,9 @@ class SqliteStore(SqliteFile):
                     return
                 for statement in statements(MIGRATIONS[version]):
                     c.execute(statement)
+                after = AFTER.get(version + 1)
+                if after is not None:
+                    after(c)
                 c.execute(f"PRAGMA user_version = {version + 1}")
 
     def schema_version(self) -> int:
@@ -152,8 +156,8 @@ class SqliteStore(SqliteFile):
         with self._write("indexing session logs", durable=False) as c:
             first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
             c.executemany(
-                "INSERT INTO doc (kind, session, epoch, turn, field, tainted, ref, time, text)"
-                " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                "INSERT INTO doc (kind, session, epoch, turn, field, tainted, ref, time, text,"
+                " seg) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
                 (
                     (
                         "summary" if r.field == "summary" else "turn",
@@ -164,6 +168,7 @@ class SqliteStore(SqliteFile):
                         int(r.tainted),
                         _micros(r.time),
                         r.text,
+                        cjk.segment(r.text),
                     )
                     for rows, _ in batch
                     for r in rows
@@ -222,8 +227,9 @@ class SqliteStore(SqliteFile):
             c.execute("DELETE FROM doc WHERE id = ?", (doc_id,))
         _count_docs(c, 1 - len(old))
         cur = c.execute(
-            "INSERT INTO doc (kind, session, tainted, ref, time, text) VALUES (?, ?, ?, ?, ?, ?)",
-            (kind, session, int(tainted), ref, _micros(time), text),
+            "INSERT INTO doc (kind, session, tainted, ref, time, text, seg)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (kind, session, int(tainted), ref, _micros(time), text, cjk.segment(text)),
         )
         c.execute(
             "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",

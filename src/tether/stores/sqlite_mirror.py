@@ -18,6 +18,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
+from tether.core import cjk
 from tether.core.memory_block import Entry
 from tether.stores.sqlite_search import EPOCH, MICRO
 
@@ -65,8 +66,10 @@ def _replace(
     )
     c.execute("DELETE FROM doc WHERE kind = ?", (kind,))
     first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
-    new = [(kind, ref, time, text) for ref, text, time in rows]
-    c.executemany("INSERT INTO doc (kind, tainted, ref, time, text) VALUES (?, 0, ?, ?, ?)", new)
+    new = [(kind, ref, time, text, cjk.segment(text)) for ref, text, time in rows]
+    c.executemany(
+        "INSERT INTO doc (kind, tainted, ref, time, text, seg) VALUES (?, 0, ?, ?, ?, ?)", new
+    )
     c.execute(
         "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id >= ?",
         (first,),
