@@ -263,6 +263,24 @@ def test_a_malformed_session_is_skipped_and_reported(
     assert [h.session for h in recall(store, "walrus", 5, time=NOW)] == ["good"]
 
 
+def test_an_indexed_log_that_goes_missing_is_reported(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    good = new(home, tick, "good")
+    turn(good, tick, "walrus facts", "tusks")
+    gone = new(home, tick, "gone")
+    turn(gone, tick, "walrus too", "yes")
+    gone.end_epoch(summary="walrus", baseline=BASE, time=tick())
+    assert index_home(home, store).errors == ()
+    (gone.dir / "0.jsonl").unlink()  # by hand, outside tether
+    turn(good, tick, "more walrus", "ok")
+    report = index_home(home, store)
+    assert report.rows == 2  # the good session's new turn
+    [(sid, problem)] = report.errors
+    assert sid == "gone"
+    assert problem == f"{gone.dir}: the log of epoch 0 is missing"
+
+
 def test_common_words_do_not_drown_the_rare_one(
     home: Path, tick: Ticker, store: SqliteStore
 ) -> None:

@@ -110,18 +110,41 @@ def _rows(
     return rows, turn, tainted
 
 
-def _session_rows(
-    root: str, sid: str, cursors: dict[str, IndexCursor]
-) -> list[tuple[list[LogRow], IndexCursor]]:
-    """New rows of every epoch of one session, in order, with each file's new cursor.
+def _known_epochs(cursors: dict[str, IndexCursor]) -> dict[str, int]:
+    """Session -> how many epochs the cursors cover, from epoch 0 without a gap."""
+    seen: dict[str, set[int]] = {}
+    for key in cursors:
+        sid, _, name = key.partition("/")
+        number = name.removesuffix(".jsonl")
+        if number.isdigit():
+            seen.setdefault(sid, set()).add(int(number))
+    return {sid: len(epochs) for sid, epochs in seen.items() if max(epochs) == len(epochs) - 1}
 
-    ``root`` is the sessions folder and ``sid`` a valid id. Paths stay strings until a
-    file has something new: on an up-to-date home of 20,000 sessions, pathlib objects
-    were half the cost of a pass."""
-    directory = f"{root}/{sid}"
+
+def _epochs(directory: str, known: int) -> list[int]:
+    """The epochs of a session on disk. When the cursors know ``known`` epochs and no
+    log of the next exists, those are all (a new epoch's log appears only after the
+    previous one ended), and the folder need not be listed: on an up-to-date home the
+    listing was a third of a pass."""
+    if known and not os.path.exists(f"{directory}/{known}.jsonl"):
+        return list(range(known))
     epochs = Session.epochs_on_disk(directory)
     if epochs != list(range(len(epochs))):
         raise SessionError(f"{directory}: epoch files missing; found epochs {epochs}")
+    return epochs
+
+
+def _session_rows(
+    root: str, sid: str, cursors: dict[str, IndexCursor], known: int = 0
+) -> list[tuple[list[LogRow], IndexCursor]]:
+    """New rows of every epoch of one session, in order, with each file's new cursor.
+
+    ``root`` is the sessions folder and ``sid`` a valid id; ``known``: how many of its
+    epochs the cursors cover (``_known_epochs``). Paths stay strings until a file has
+    something new: on an up-to-date home of 20,000 sessions, pathlib objects were half
+    the cost of a pass."""
+    directory = f"{root}/{sid}"
+    epochs = _epochs(directory, known)
     turn, tainted = 0, False
     out: list[tuple[list[LogRow], IndexCursor]] = []
     for epoch in epochs:
@@ -130,7 +153,10 @@ def _session_rows(
         offset, lines = 0, 0
         if cursor is not None:
             offset, lines, turn, tainted = cursor.offset, cursor.lines, cursor.turn, cursor.tainted
-        size = os.stat(f"{directory}/{epoch}.jsonl").st_size
+        try:
+            size = os.stat(f"{directory}/{epoch}.jsonl").st_size
+        except FileNotFoundError:
+            raise SessionError(f"{directory}: the log of epoch {epoch} is missing") from None
         if size == offset:
             continue  # the common case: nothing new, no Path, no open
         path = Path(directory, f"{epoch}.jsonl")
@@ -169,6 +195,7 @@ def index_home(
     session is skipped and reported; the others are indexed regardless.
     """
     cursors = store.index_cursors()
+    known = _known_epochs(cursors)
     pending: list[tuple[list[LogRow], IndexCursor]] = []
     pending_rows = 0
     sessions = files_read = rows = 0
@@ -187,7 +214,8 @@ def index_home(
     for sid in ids:
         sessions += 1
         try:
-            items = _session_rows(root, sid if listed else session_id(sid), cursors)
+            checked = sid if listed else session_id(sid)
+            items = _session_rows(root, checked, cursors, known.get(checked, 0))
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
