@@ -357,3 +357,24 @@ def test_cli_errors_exit_2_with_file_and_line(home: Path, tmp_path: Path) -> Non
     bad_k = tether(home, "memory", "recall", "cats", "--sessions", "-k", "-3")
     assert bad_k.returncode == 2
     assert "k must be at least 1" in bad_k.stderr
+
+
+@pytest.mark.slow
+def test_a_log_rewritten_by_hand_is_reindexed_on_request(home: Path, tmp_path: Path) -> None:
+    src = write(tmp_path / "history.jsonl", TWO_SESSIONS)
+    assert tether(home, "sessions", "import", str(src)).returncode == 0
+    log = home / "sessions" / "trip" / "0.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:-1]))  # the owner drops the last line by hand
+    warned = tether(home, "memory", "recall", "flight")
+    assert warned.returncode == 0
+    assert "run `tether memory reindex`" in warned.stderr
+
+    done = tether(home, "memory", "reindex", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"sessions": 2, "files": 2, "rows": 4, "errors": []}
+    after = tether(home, "memory", "recall", "flight", "--json")
+    assert after.stderr == ""
+    assert json.loads(after.stdout) == []  # the dropped line is gone from memory too
+    human = tether(home, "memory", "reindex")
+    assert human.stdout == "reindexed 2 sessions (2 logs): 4 rows\n"

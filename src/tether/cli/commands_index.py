@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx, utc_stamp
-from tether.memory.indexer import index_home
+from tether.memory.indexer import index_home, reindex
 from tether.memory.recall import SessionHit, recall, recall_sessions
 from tether.ports import Hit
 from tether.sessions.importer import import_jsonl
@@ -91,6 +91,41 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
         click.echo(f"{h.tag:<14} {where:<24} {h.score:7.2f}  {_one_line(h.text)}")
 
 
+@click.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@pass_ctx
+def reindex_cmd(ctx: Context, as_json: bool) -> None:
+    """Drop the index of session logs and build it again from the files.
+
+    For a log that was edited or restored by hand (recall then warns that it is shorter
+    than what was indexed). Notes, pages, identity, facts, the journal and recall counts
+    are kept. A session that cannot be read is reported and left out; exit 1 then.
+    """
+    store = open_store(ctx.home, ctx.config())
+    try:
+        report = reindex(ctx.home, store)
+    finally:
+        store.close()
+    if as_json:
+        echo_json(
+            {
+                "sessions": report.sessions,
+                "files": report.files,
+                "rows": report.rows,
+                "errors": [{"session": sid, "problem": p} for sid, p in report.errors],
+            }
+        )
+    else:
+        click.echo(
+            f"reindexed {counted(report.sessions, 'session')} "
+            f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}"
+        )
+        for sid, problem in report.errors:
+            click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+    if report.errors:
+        click.get_current_context().exit(1)
+
+
 def _print_sessions(sessions: list[SessionHit], as_json: bool) -> None:
     if as_json:
         echo_json([session_json(s) for s in sessions])
@@ -147,4 +182,4 @@ def import_cmd(ctx: Context, file: Path) -> None:
 
 
 COMMANDS = [sessions_group]
-MEMORY_COMMANDS = [recall_cmd]
+MEMORY_COMMANDS = [recall_cmd, reindex_cmd]

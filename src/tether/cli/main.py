@@ -37,6 +37,7 @@ COMMANDS: Mapping[str, str] = {
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_index",
+    "reindex": "commands_index",
     "show": "commands_memory",
     "journal": "commands_memory",
     "add": "commands_memory",

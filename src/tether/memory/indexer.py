@@ -56,7 +56,7 @@ def _read_new(path: Path, offset: int, size: int) -> bytes:
     if size < offset:
         raise SessionError(
             f"{path}: the log is {size} bytes, shorter than the {offset} already indexed "
-            "(it was rewritten); re-index the home"
+            "(it was rewritten); run `tether memory reindex`"
         )
     with path.open("rb") as f:
         f.seek(offset)
