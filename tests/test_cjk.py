@@ -98,3 +98,16 @@ def test_sessions_rank_by_the_pairs_too(store: SqliteStore) -> None:
 
 def test_a_run_found_nowhere_finds_nothing(store: SqliteStore) -> None:
     assert recall(store, "火星旅行", 3, time=T0) == []
+
+
+def test_notes_and_identity_entries_in_cjk_are_found_too(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    store.add_note("妈妈的生日是十月三号", untrusted=False, session=None, time=T0)
+    [hit] = recall(store, "妈妈生日", 1, time=T0)
+    assert (hit.kind, hit.text) == ("note", "妈妈的生日是十月三号")
+    home = tmp_path / "home"
+    (home / "memory").mkdir(parents=True)
+    (home / "memory" / "memory.md").write_text("- 私の誕生日は五月五日です\n", encoding="utf-8")
+    [hit] = recall(store, "誕生日はいつ", 1, time=T0, home=home)
+    assert hit.kind == "identity"
