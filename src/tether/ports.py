@@ -161,6 +161,9 @@ class Store(Protocol):
 
     def pages(self) -> list[Page]: ...
 
+    def delete_page(self, slug: str) -> Page | None:
+        """Remove a page and its index row; the page as it was, or None if none."""
+
     # -- identity entries and sweep facts, mirrored into the index ----------------------
     def identity_stamp(self) -> str | None:
         """The stamp (memory.md's sha256) given with the identity rows indexed now."""

@@ -33,6 +33,7 @@ COMMANDS: Mapping[str, str] = {
     "owner": "commands_sweep",
     "sweep": "commands_sweep",
     "doctor": "commands_doctor",
+    "page": "commands_page",
     "demo": "commands_demo",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {

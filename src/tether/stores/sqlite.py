@@ -218,14 +218,7 @@ class SqliteStore(SqliteFile):
         time: datetime,
     ) -> None:
         """(Re)index one note or page: drop its old row from the index, add the new one."""
-        old = c.execute("SELECT id, body, aside FROM doc WHERE ref = ?", (ref,)).fetchall()
-        for doc_id, body, aside in old:
-            c.execute(
-                "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
-                (doc_id, body, aside),
-            )
-            c.execute("DELETE FROM doc WHERE id = ?", (doc_id,))
-        _count_docs(c, 1 - len(old))
+        _count_docs(c, 1 - self._unindex_memory(c, ref))
         cur = c.execute(
             "INSERT INTO doc (kind, session, tainted, ref, time, text, seg)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -235,6 +228,18 @@ class SqliteStore(SqliteFile):
             "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
             (cur.lastrowid,),
         )
+
+    @staticmethod
+    def _unindex_memory(c: sqlite3.Connection, ref: str) -> int:
+        """Drop the index rows of ``ref``; how many there were."""
+        old = c.execute("SELECT id, body, aside FROM doc WHERE ref = ?", (ref,)).fetchall()
+        for doc_id, body, aside in old:
+            c.execute(
+                "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
+                (doc_id, body, aside),
+            )
+            c.execute("DELETE FROM doc WHERE id = ?", (doc_id,))
+        return len(old)
 
     def add_note(self, text: str, *, untrusted: bool, session: str | None, time: datetime) -> Note:
         with self._write("writing a note") as c:
@@ -305,6 +310,19 @@ class SqliteStore(SqliteFile):
             return [
                 _page(r) for r in c.execute(f"SELECT {self._PAGE_COLUMNS} FROM page ORDER BY slug")
             ]
+
+    def delete_page(self, slug: str) -> Page | None:
+        """Remove the page with this slug and its index row, atomically; the page as it
+        was, or None when there was none."""
+        with self._write(f"removing page {slug!r}") as c:
+            row = c.execute(
+                f"SELECT {self._PAGE_COLUMNS} FROM page WHERE slug = ?", (slug,)
+            ).fetchone()
+            if row is None:
+                return None
+            c.execute("DELETE FROM page WHERE slug = ?", (slug,))
+            _count_docs(c, -self._unindex_memory(c, f"page:{slug}"))
+        return _page(row)
 
     # -- identity and sweep facts, mirrored into the index (``sqlite_mirror``) ------------
 

@@ -20,6 +20,7 @@ from tether.errors import TetherError
 from tether.memory.identity import Identity
 from tether.memory.indexer import index_home
 from tether.memory.notes import write_note
+from tether.memory.pages import render
 from tether.memory.recall import recall
 from tether.ports import Store
 from tether.sessions import Session
@@ -139,7 +140,7 @@ class ToolBox:
         page = self.store.get_page(slug)
         if page is None:
             return ToolOutcome(f"error: no page {a.ref!r}", "error", False)
-        return ToolOutcome(f"# {page.title}\n\n{page.body}", "page", page.untrusted)
+        return ToolOutcome(render(page), "page", page.untrusted)
 
     def _segment(self, link: str) -> ToolOutcome:
         """A banked compaction window. Its session's taint is monotone, so a segment of a

@@ -1,0 +1,167 @@
+"""``tether page write|show|list|rm``: the owner's memory pages.
+
+``page show --json`` and ``page list --json`` print pages as ``{"slug", "title", "body",
+"tags", "visibility", "untrusted", "updated_at"}`` (``list`` leaves ``body`` out): a
+contract, keys are added, never renamed.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
+from tether.errors import BadInputError, NotFoundError
+from tether.ids import page_slug
+from tether.memory.pages import Visibility, remove_page, render, write_page
+from tether.ports import Page
+from tether.stores import open_store
+
+
+def page_json(page: Page, *, body: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"slug": page.slug, "title": page.title}
+    if body:
+        out["body"] = page.body
+    out |= {
+        "tags": list(page.tags),
+        "visibility": page.visibility,
+        "untrusted": page.untrusted,
+        "updated_at": utc_stamp(page.updated_at),
+    }
+    return out
+
+
+def _body(file: Path | None) -> str:
+    """The page's body: from FILE ('-': stdin), or stdin when it is not a terminal."""
+    if file is None or str(file) == "-":
+        if file is None and sys.stdin.isatty():
+            raise BadInputError("give the page's body with --file PATH, or on stdin")
+        return sys.stdin.read()
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(f"no file {file}") from None
+    except UnicodeDecodeError:
+        raise BadInputError(f"{file}: not UTF-8 text") from None
+    except OSError as exc:
+        raise BadInputError(f"{file}: cannot read: {exc.strerror or exc}") from None
+
+
+@click.group("page")
+def page_group() -> None:
+    """Memory pages: longer notes under a slug (people/ada), found by recall and read by
+    the agent with page_read tether://SLUG."""
+
+
+@page_group.command("write")
+@click.argument("slug")
+@click.option(
+    "--file",
+    "file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the body from PATH ('-': stdin; default: stdin).",
+)
+@click.option("--title", default=None, help="Default: the body's first '# ' heading, else SLUG.")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeat for more).")
+@click.option(
+    "--visibility",
+    type=click.Choice(["private", "world"]),
+    default="private",
+    show_default=True,
+    help="Who may see it beyond this home.",
+)
+@pass_ctx
+def write_cmd(
+    ctx: Context,
+    *,
+    slug: str,
+    file: Path | None,
+    title: str | None,
+    tags: tuple[str, ...],
+    visibility: Visibility,
+) -> None:
+    """Create or replace the page SLUG (journalled, with the page it replaced)."""
+    slug = page_slug(slug)
+    body = _body(file)
+    store = open_store(ctx.home, ctx.config())
+    try:
+        page, before = write_page(
+            store,
+            slug,
+            body,
+            title=title,
+            tags=tags,
+            visibility=visibility,
+            untrusted=False,
+            who="owner",
+            session=None,
+            time=datetime.now(UTC),
+        )
+    finally:
+        store.close()
+    click.echo(f"{'replaced' if before else 'wrote'} page {page.slug}: {page.title}")
+
+
+@page_group.command("show")
+@click.argument("slug")
+@click.option("--json", "as_json", is_flag=True, help="Print the page as one JSON object.")
+@pass_ctx
+def show_cmd(ctx: Context, slug: str, as_json: bool) -> None:
+    """The page SLUG: title, tags, visibility, trust, last update, body."""
+    slug = page_slug(slug)
+    store = open_store(ctx.home, ctx.config())
+    try:
+        page = store.get_page(slug)
+    finally:
+        store.close()
+    if page is None:
+        raise NotFoundError(f"no page {slug!r} (see `tether page list`)")
+    if as_json:
+        echo_json(page_json(page))
+        return
+    trust = "untrusted" if page.untrusted else "trusted"
+    tags = f" tags: {', '.join(page.tags)};" if page.tags else ""
+    click.echo(f"[{page.slug};{tags} {page.visibility}; {trust}; {utc_stamp(page.updated_at)}]")
+    click.echo(render(page).rstrip("\n"))
+
+
+@page_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list (no bodies).")
+@pass_ctx
+def list_cmd(ctx: Context, as_json: bool) -> None:
+    """Every page, by slug."""
+    store = open_store(ctx.home, ctx.config())
+    try:
+        pages = store.pages()
+    finally:
+        store.close()
+    if as_json:
+        echo_json([page_json(p, body=False) for p in pages])
+        return
+    if not pages:
+        click.echo("no pages")
+        return
+    for p in pages:
+        mark = " (untrusted)" if p.untrusted else ""
+        click.echo(f"{p.slug:<32} {utc_stamp(p.updated_at)}  {p.title}{mark}")
+
+
+@page_group.command("rm")
+@click.argument("slug")
+@pass_ctx
+def rm_cmd(ctx: Context, slug: str) -> None:
+    """Remove the page SLUG (journalled with its text)."""
+    store = open_store(ctx.home, ctx.config())
+    try:
+        gone = remove_page(store, slug, who="owner", session=None, time=datetime.now(UTC))
+    finally:
+        store.close()
+    click.echo(f"removed page {gone.slug}: {gone.title}")
+
+
+COMMANDS = [page_group]
