@@ -135,3 +135,12 @@ def test_a_session_compacted_since_the_interruption_stops_the_resume(
     assert "moved to epoch 1 after an interrupted import wrote to epoch 0" in out.stderr
     assert Session.open(home, "trip").turns() == 1  # nothing more written
     assert "cat" not in list_sessions(home)
+
+
+def test_an_empty_file_imports_nothing_each_time(home: Path, tmp_path: Path) -> None:
+    src = write(tmp_path / "empty.jsonl", ["", "   "])
+    for _ in range(2):
+        report = import_jsonl(home, src, now=NOW)
+        assert (report.records, report.already, report.ledger) == (0, None, None)
+    assert not (home / "imports").exists()
+    assert list_sessions(home) == []

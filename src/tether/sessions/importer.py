@@ -206,6 +206,8 @@ def import_jsonl(
     with opened(path) as source:
         plan = check(source)
         cfg = config if config is not None else load_config(home)
+        if not plan.records:  # nothing to write, nothing to remember having written
+            return ImportReport(0, 0, 0, 0, indexed_rows=0)
         ledger = ImportLedger(home, plan.digest)
         with ledger.held() as progress:
             if progress.complete is not None:
