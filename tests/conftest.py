@@ -31,3 +31,9 @@ def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
     init_home(path)
     return path
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, the daemon's event loop."""
+    return "asyncio"

@@ -22,11 +22,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=8192, parallel=2) as f:
         yield f

@@ -28,11 +28,6 @@ COMPACT_LINE = "Write a summary of the conversation above"
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=65536, parallel=2) as f:
         yield f

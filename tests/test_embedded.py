@@ -39,11 +39,6 @@ SYSTEM = ChatMessage(role="system", content="You are a helpful assistant. Answer
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def llm() -> AsyncIterator[EmbeddedLlm]:
     model = EmbeddedLlm(default_model_path(), n_ctx=512, timeout_s=60)
     yield model

@@ -28,11 +28,6 @@ WEATHER = ToolSchema(
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=512, parallel=2) as server:
         yield server

@@ -92,11 +92,6 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=16384, parallel=2) as f:
         yield f

@@ -32,11 +32,6 @@ SYSTEM = ChatMessage(role="system", content="You are a helpful assistant. Answer
 OVERFLOW = ChatMessage(role="user", content=" ".join(["word"] * 5000))
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _shared() -> Path:
     override = os.environ.get("TETHER_SHARED")
     return Path(override) if override else Path(__file__).resolve().parents[2] / "shared"

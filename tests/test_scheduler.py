@@ -32,11 +32,6 @@ BACKGROUND = 1
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=16384, parallel=2) as f:
         yield f
