@@ -52,12 +52,9 @@ class JobWatch:
         """``jobs``: what the daemon read at its start (every file valid)."""
         self.home = home
         self._good: dict[str, Job] = {j.name: j for j in jobs}
-        self._read: dict[Path, _Read] = {}
-        for job in jobs:
-            try:
-                self._read[job.path] = _Read(read_job_file(job.path))
-            except JobFileError as exc:  # changed since the start: the next poll says so
-                self._read[job.path] = _Read(None, exc.problem)
+        # The bytes each job was parsed from: an edit made since then is seen at the
+        # first poll, however soon after the start it came.
+        self._read: dict[Path, _Read] = {j.path: _Read(j.source) for j in jobs}
         self._listing_failed = False
 
     @property

@@ -8,7 +8,7 @@ refuses the start with one line naming it), every minute while it runs
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -45,6 +45,8 @@ class Job:
     schedule: Schedule
     prompt: str
     path: Path
+    #: The file's bytes this job was parsed from (what a running daemon compares with).
+    source: bytes = field(repr=False)
 
 
 def jobs_dir(home: Path) -> Path:
@@ -94,7 +96,7 @@ def parse_job(path: Path, data: bytes) -> Job:
         raise JobFileError(path, f"schedule: {exc.message}") from None
     if not spec.prompt.strip():
         raise JobFileError(path, "prompt: empty (it is the user text of every run)")
-    return Job(name=name, schedule=schedule, prompt=spec.prompt, path=path)
+    return Job(name=name, schedule=schedule, prompt=spec.prompt, path=path, source=data)
 
 
 def job_paths(home: Path) -> list[Path]:
