@@ -2,7 +2,7 @@
 
 The check pass (``check``) decodes and validates every line, and keeps, per record, only
 where its line starts, its line number and its session (16 bytes). The write pass
-(``ImportPlan.sessions``) then reads each session's lines again by offset, one session at
+(``ImportPlan.sessions_lines``) then reads each session's lines again by offset, one session at
 a time in first-appearance order, so memory holds one session's records, not the file,
 and no session is opened twice however its lines are interleaved.
 

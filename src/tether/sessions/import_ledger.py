@@ -17,7 +17,6 @@ waits for the first and then finds it complete.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -79,15 +78,14 @@ class ImportLedger:
     def held(self) -> Iterator[Progress]:
         """Lock the ledger (waiting for another import of the same file) and read it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            files.repair_torn_tail(fd)
-            self._fd = fd
-            yield self._read(fd)
-        finally:
-            self._fd = None
-            os.close(fd)  # closing releases the lock
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        with files.locked(self.path) as fd:
+            try:
+                files.repair_torn_tail(fd)
+                self._fd = fd
+                yield self._read(fd)
+            finally:
+                self._fd = None
 
     def _read(self, fd: int) -> Progress:
         data = files.read_from(fd, 0, os.fstat(fd).st_size)

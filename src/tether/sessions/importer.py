@@ -35,7 +35,7 @@ from tether.sessions.import_ledger import (
     Progress,
     Started,
 )
-from tether.sessions.session import Session, session_dir
+from tether.sessions.session import Session
 from tether.stores import open_store
 from tether.testing.crash import crash_point
 from tether.testing.pause import pause_point
@@ -81,8 +81,7 @@ def _existing(home: Path, sessions: Iterable[str]) -> set[str]:
     the import: a corrupt or ended one stops the import here, with nothing written."""
     existing: set[str] = set()
     for sid in sessions:
-        directory = session_dir(home, sid)
-        if directory.is_dir() and Session.epochs_on_disk(directory):
+        if Session.exists(home, sid):
             session = Session.open(home, sid)
             if session.ended:
                 raise SessionError(
@@ -154,9 +153,7 @@ class _Writer:
     def _start(self, sid: str) -> tuple[Session | None, Sequence[LogRecord]]:
         """The session as its write begins (None: not created yet), and the records an
         interrupted run of this import may have written to it."""
-        directory = session_dir(self.home, sid)
-        exists = directory.is_dir() and bool(Session.epochs_on_disk(directory))
-        session = Session.open(self.home, sid) if exists else None
+        session = Session.open(self.home, sid) if Session.exists(self.home, sid) else None
         started = self.progress.started.get(sid)
         if started is None:  # an existing session, reached now
             if session is None:

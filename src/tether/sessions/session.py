@@ -156,6 +156,13 @@ class Session:
         return sorted(baselines & logs)
 
     @classmethod
+    def exists(cls, home: Path, sid: str) -> bool:
+        """Whether the session has a complete epoch on disk (a folder without one is a
+        creation that never finished: no session yet)."""
+        directory = session_dir(home, sid)
+        return directory.is_dir() and bool(cls.epochs_on_disk(directory))
+
+    @classmethod
     def open(cls, home: Path, sid: str) -> Session:
         directory = session_dir(home, sid)
         if not directory.is_dir():
@@ -215,7 +222,7 @@ class Session:
     ) -> Session:
         """Create epoch 0: the baseline file, then the log holding its SessionStart."""
         directory = session_dir(home, sid)
-        if directory.exists() and cls.epochs_on_disk(directory):
+        if cls.exists(home, sid):
             raise SessionError(f"{directory}: session {sid!r} already exists")
         directory.mkdir(parents=True, exist_ok=True)
         cls.write_epoch_files(directory, 0, baseline, slot, time)
