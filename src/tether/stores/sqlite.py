@@ -218,7 +218,7 @@ class SqliteStore(SqliteFile):
         time: datetime,
     ) -> None:
         """(Re)index one note or page: drop its old row from the index, add the new one."""
-        _count_docs(c, 1 - self._unindex_memory(c, ref))
+        _count_docs(c, 1 - fts.unindex(c, "ref = ?", (ref,)))
         cur = c.execute(
             "INSERT INTO doc (kind, session, tainted, ref, time, text, seg)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -228,18 +228,6 @@ class SqliteStore(SqliteFile):
             "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
             (cur.lastrowid,),
         )
-
-    @staticmethod
-    def _unindex_memory(c: sqlite3.Connection, ref: str) -> int:
-        """Drop the index rows of ``ref``; how many there were."""
-        old = c.execute("SELECT id, body, aside FROM doc WHERE ref = ?", (ref,)).fetchall()
-        for doc_id, body, aside in old:
-            c.execute(
-                "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
-                (doc_id, body, aside),
-            )
-            c.execute("DELETE FROM doc WHERE id = ?", (doc_id,))
-        return len(old)
 
     def add_note(self, text: str, *, untrusted: bool, session: str | None, time: datetime) -> Note:
         with self._write("writing a note") as c:
@@ -321,7 +309,7 @@ class SqliteStore(SqliteFile):
             if row is None:
                 return None
             c.execute("DELETE FROM page WHERE slug = ?", (slug,))
-            _count_docs(c, -self._unindex_memory(c, f"page:{slug}"))
+            _count_docs(c, -fts.unindex(c, "ref = ?", (f"page:{slug}",)))
         return _page(row)
 
     # -- identity and sweep facts, mirrored into the index (``sqlite_mirror``) ------------

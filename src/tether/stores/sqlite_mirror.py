@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from tether.core import cjk
 from tether.core.memory_block import Entry
-from tether.stores.sqlite_search import EPOCH, MICRO
+from tether.stores.sqlite_search import EPOCH, MICRO, unindex
 
 #: The stamp of the facts when the sweep's tables do not exist (yet) in this file.
 NO_SWEEP = "none"
@@ -60,11 +60,7 @@ def _replace(
 ) -> None:
     """Replace every index row of ``kind`` with ``rows`` (ref, text, time in
     microseconds), keep ``doc_rows`` in step, and store the source's new stamp."""
-    old = c.execute("SELECT id, body, aside FROM doc WHERE kind = ?", (kind,)).fetchall()
-    c.executemany(
-        "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)", old
-    )
-    c.execute("DELETE FROM doc WHERE kind = ?", (kind,))
+    removed = unindex(c, "kind = ?", (kind,))
     first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
     new = [(kind, ref, time, text, cjk.segment(text)) for ref, text, time in rows]
     c.executemany(
@@ -74,7 +70,7 @@ def _replace(
         "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id >= ?",
         (first,),
     )
-    delta = len(new) - len(old)
+    delta = len(new) - removed
     if delta:
         c.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
     c.execute(

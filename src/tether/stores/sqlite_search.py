@@ -105,6 +105,18 @@ def count_matches(c: sqlite3.Connection, matches: Sequence[str], cap: int) -> li
     ]
 
 
+def unindex(c: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
+    """Take the ``doc`` rows matching ``where`` out of the FTS index and ``doc``; how many
+    there were. (An external-content FTS5 row is deleted with the values it was indexed
+    with, so they are read first.)"""
+    old = c.execute(f"SELECT id, body, aside FROM doc WHERE {where}", params).fetchall()
+    c.executemany(
+        "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)", old
+    )
+    c.executemany("DELETE FROM doc WHERE id = ?", ((row[0],) for row in old))
+    return len(old)
+
+
 def _found(row: Sequence[Any]) -> Found:
     doc_id, kind, session, turn, field, tainted, ref, micros, text, score = row
     if kind in ("turn", "summary"):
