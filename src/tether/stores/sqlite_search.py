@@ -117,12 +117,17 @@ def unindex(c: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
     return len(old)
 
 
+def _located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any]:
+    """(session, turn, ref) of a found row: a log row's ref is ``turn:<session>:<turn>``;
+    any other row has its own ref and no session or turn."""
+    if kind in ("turn", "summary"):
+        return session, turn, f"turn:{session}:{turn}"
+    return None, None, ref
+
+
 def _found(row: Sequence[Any]) -> Found:
     doc_id, kind, session, turn, field, tainted, ref, micros, text, score = row
-    if kind in ("turn", "summary"):
-        ref = f"turn:{session}:{turn}"
-    else:
-        session, turn = None, None
+    session, turn, ref = _located(kind, session, turn, ref)
     return Found(
         id=doc_id,
         kind=kind,
@@ -139,10 +144,7 @@ def _found(row: Sequence[Any]) -> Found:
 
 def _hit(row: Sequence[Any]) -> Hit:
     kind, session, turn, text, tainted, ref, score = row
-    if kind in ("turn", "summary"):
-        ref = f"turn:{session}:{turn}"
-    else:
-        session, turn = None, None
+    session, turn, ref = _located(kind, session, turn, ref)
     return Hit(
         kind=kind,
         session=session,
