@@ -57,16 +57,25 @@ def unigrams(run: str) -> list[str]:
     return list(dict.fromkeys(run)) if len(run) >= 2 else []
 
 
-def segment(text: str) -> str | None:
-    """What to index beside ``text``: the bigrams and characters of its CJK runs, and the
-    other pieces of a word that holds a run ("iPhone15手机" gives "iPhone15 手机 手 机"),
-    space-separated; None when ``text`` has no CJK letter."""
-    found = parts(text) if has_cjk(text) else []
-    if not found:
-        return None
-    pieces = [
-        p
-        for part in found
-        for p in ([*bigrams(part), *unigrams(part)] if has_cjk(part) else [part])
+def pieces(text: str) -> list[tuple[str, bool]]:
+    """(piece, is a single character) for what ``text`` is searched and indexed by beside
+    its words: per word that holds CJK, each run's bigrams then its characters, and the
+    other pieces of the word ("iPhone15手机": iPhone15, 手机, 手, 机)."""
+    if not has_cjk(text):
+        return []
+    return [
+        (p, single)
+        for part in parts(text)
+        for p, single in (
+            [*((b, False) for b in bigrams(part)), *((u, True) for u in unigrams(part))]
+            if has_cjk(part)
+            else [(part, False)]
+        )
     ]
-    return " ".join(pieces)
+
+
+def segment(text: str) -> str | None:
+    """What to index beside ``text``: its ``pieces``, space-separated; None when ``text``
+    has no CJK letter."""
+    found = pieces(text)
+    return " ".join(p for p, _ in found) if found else None

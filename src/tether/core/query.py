@@ -207,17 +207,12 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
 
 
 def _cjk_pieces(word: str) -> list[tuple[str, float]]:
-    """(piece, weight) of a word holding CJK: each run's bigrams (or a lone character) at
-    1, then its characters at ``VARIANT_WEIGHT``; other pieces at 1."""
-    pairs: list[tuple[str, float]] = []
-    chars: list[tuple[str, float]] = []
-    for part in cjk.parts(word):
-        if not cjk.has_cjk(part):
-            pairs.append((part, 1.0))
-            continue
-        pairs.extend((pair, 1.0) for pair in cjk.bigrams(part))
-        chars.extend((char, VARIANT_WEIGHT) for char in cjk.unigrams(part))
-    return [*pairs, *chars]
+    """(piece, weight) of a word holding CJK (``cjk.pieces``): the bigrams (or a lone
+    character) and other pieces at 1, then the single characters at ``VARIANT_WEIGHT``."""
+    found = cjk.pieces(word)
+    return [(p, 1.0) for p, single in found if not single] + [
+        (p, VARIANT_WEIGHT) for p, single in found if single
+    ]
 
 
 def _phrases(text: str) -> list[str]:
