@@ -8,6 +8,7 @@ with ``--sessions``, a list of ``{"session", "score", "turns": [hit, ...]}``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,12 @@ def session_json(found: SessionHit) -> dict[str, Any]:
     }
 
 
+def _warn_unindexed(errors: Sequence[tuple[str, str]]) -> None:
+    """One stderr line per session an index pass had to leave out."""
+    for sid, problem in errors:
+        click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+
+
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -75,8 +82,7 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
             hits = recall(store, query, k, time=now, home=home)
     finally:
         store.close()
-    for sid, problem in report.errors:
-        click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+    _warn_unindexed(report.errors)
     if by_session:
         _print_sessions(sessions, as_json)
         return
@@ -120,8 +126,7 @@ def reindex_cmd(ctx: Context, as_json: bool) -> None:
             f"reindexed {counted(report.sessions, 'session')} "
             f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}"
         )
-        for sid, problem in report.errors:
-            click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+        _warn_unindexed(report.errors)
     if report.errors:
         click.get_current_context().exit(1)
 
@@ -177,8 +182,7 @@ def import_cmd(ctx: Context, file: Path) -> None:
         f"{counted(report.sessions_created, 'session')} created, "
         f"{report.sessions_appended} appended; {counted(report.indexed_rows, 'row')} indexed"
     )
-    for sid, problem in report.index_errors:
-        click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+    _warn_unindexed(report.index_errors)
 
 
 COMMANDS = [sessions_group]
