@@ -14,7 +14,6 @@ from tether.checkpoint import (
     bank_window,
     ledger,
     ledger_path,
-    load_allow_file,
     read_segment,
     render_window,
     window_hash,
@@ -40,6 +39,7 @@ from tether.records import (
     User,
 )
 from tether.scan import fingerprint
+from tether.scan.allow import load_allow_file
 
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" + "K1l2M3n4O5p6Q7r8"

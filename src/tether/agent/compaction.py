@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tether.agent.locks import InFlight, SlotGates
-from tether.checkpoint.bank import BankReport, bank_window, load_allow_file
+from tether.checkpoint.bank import BankReport, bank_window
 from tether.config import Config
 from tether.core.compaction import cap, carry_text, fallback_summary, neutralise
 from tether.core.scheduling import Priority
@@ -24,12 +24,12 @@ from tether.errors import LlmError, TetherError
 from tether.llm.types import CompletionRequest, Llm
 from tether.ports import Clock
 from tether.records import Baseline, ChatMessage, EpochEnd, SessionStart
+from tether.scan.allow import home_allow
 from tether.scan.secrets import redact
 from tether.sessions import Session
 from tether.testing.crash import crash_point
 
 log = logging.getLogger("tether.daemon")
-ALLOW_FILE = ".tether-scan-allow"
 
 
 class CompactionFailedError(TetherError):
@@ -109,7 +109,7 @@ class Compactor:
             window,
             epoch=old,
             time=self.clock.now(),
-            allow=load_allow_file(home / ALLOW_FILE),
+            allow=home_allow(home),
         )
         crash_point("compact-after-bank")
         summary, source = await self._summary(session)
@@ -123,7 +123,7 @@ class Compactor:
                 "the summary call failed and the epoch has no owner text to fall back on",
             )
         # The model saw the raw window; its summary could repeat a secret from it.
-        allow = load_allow_file(home / ALLOW_FILE)
+        allow = home_allow(home)
         summary = redact(summary, allow=allow).text
         carry = carry_text(summary, [report.link] if report.link else [])
         baseline = self.new_baseline()

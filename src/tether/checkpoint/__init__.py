@@ -1,7 +1,6 @@
 """Checkpoint compaction: bank the raw window before it is summarised (``bank``)."""
 
 from tether.checkpoint.bank import (
-    ALLOW_FILE,
     CORPUS_DIR,
     LINK_PREFIX,
     BankCode,
@@ -10,7 +9,6 @@ from tether.checkpoint.bank import (
     bank_window,
     ledger,
     ledger_path,
-    load_allow_file,
     parse_segment_link,
     read_segment,
     render_window,
@@ -20,7 +18,6 @@ from tether.checkpoint.bank import (
 )
 
 __all__ = [
-    "ALLOW_FILE",
     "CORPUS_DIR",
     "LINK_PREFIX",
     "BankCode",
@@ -29,7 +26,6 @@ __all__ = [
     "bank_window",
     "ledger",
     "ledger_path",
-    "load_allow_file",
     "parse_segment_link",
     "read_segment",
     "render_window",

@@ -61,11 +61,10 @@ from tether.records import (
     UtcTime,
     is_utc,
 )
-from tether.scan import load_allow, redact_bytes
+from tether.scan import redact_bytes
 from tether.sessions.files import write_atomic
 
 CORPUS_DIR = "corpus"
-ALLOW_FILE = ".tether-scan-allow"
 LINK_PREFIX = "tether://corpus/"
 SEGMENT_GRAMMAR = "tether://corpus/<session>.seg-<24 lowercase hex> (session: [a-z0-9-]{1,64})"
 _SEGMENT = re.compile(r"(?:tether://corpus/)?([a-z0-9-]{1,64})\.seg-([0-9a-f]{24})(?:\.txt)?")
@@ -341,12 +340,3 @@ def read_segment(home: Path, link_or_name: str) -> str:
 def ledger(home: Path, session: str) -> list[Boundary]:
     """The session's banked boundaries, oldest first; empty when nothing was banked."""
     return list(_read_ledger(ledger_path(home, session), session_id(session)).boundaries)
-
-
-def load_allow_file(path: Path) -> frozenset[str]:
-    """The fingerprints in an allow file (``<home>/.tether-scan-allow``); none if absent."""
-    try:
-        content = path.read_text()
-    except FileNotFoundError:
-        return frozenset()
-    return load_allow(content, source=str(path))

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from tether.agent.locks import InFlight, SlotGates
 from tether.agent.turn import read_prompt
-from tether.checkpoint.bank import load_allow_file
 from tether.config import Config
 from tether.core.compaction import cap, neutralise
 from tether.core.scheduling import Priority, pending_summaries
@@ -27,11 +26,11 @@ from tether.errors import TetherError
 from tether.llm.types import CompletionRequest, Llm
 from tether.ports import Clock
 from tether.records import ChatMessage, ToolCall, ToolResult, ToolSummary
+from tether.scan.allow import home_allow
 from tether.scan.secrets import redact
 from tether.sessions import Session
 
 PROMPT_FILE = "summarise.md"
-ALLOW_FILE = ".tether-scan-allow"
 log = logging.getLogger("tether.scheduler")
 
 
@@ -99,7 +98,7 @@ class ToolSummaries:
         async with self.gates.hold(background, lambda: self._priority(sid)):
             completion = await self.llm.complete(request)
         text = cap(neutralise(completion.content), self.config.compact.summary_chars)
-        text = redact(text, allow=load_allow_file(self.home / ALLOW_FILE)).text
+        text = redact(text, allow=home_allow(self.home)).text
         if not text:
             log.warning("summary session=%s call=%s: the model gave no text", sid, call.id)
             return
