@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether.home import init_home
+from tether.scan.screen import Screened, screen
 
 
 class Ticker:
@@ -37,3 +38,8 @@ def home(tmp_path: Path) -> Path:
 def anyio_backend() -> str:
     """Async tests run on asyncio, the daemon's event loop."""
     return "asyncio"
+
+
+def clean(text: str) -> Screened:
+    """``text`` screened as the owner's command line screens it (a secret is refused)."""
+    return screen(text, what="test text", allow=frozenset(), on_secret="refuse")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean
 from tether.agent.turn import TurnFailedError
 from tether.config import Config, load_config, parse_config
 from tether.daemon.compose import Runtime, build_runtime
@@ -89,7 +90,7 @@ async def test_baseline_holds_system_memory_and_tools(home: Path, fake: FakeLlam
     runtime = build_runtime(home, configure(home, fake), clock=StepClock())
     try:
         Identity(home, runtime.store).add(
-            "The owner is called Sam", who="owner", session=None, time=StepClock().now()
+            clean("The owner is called Sam"), who="owner", session=None, time=StepClock().now()
         )
         await runtime.agent.run_turn("chat", "who am I?")
     finally:

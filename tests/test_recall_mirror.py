@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from conftest import clean
 from sweep_helpers import DictProducer, day_packet, fact, utc
 from tether.config import SweepConfig
 from tether.core.memory_block import entry_id
@@ -78,7 +79,7 @@ def test_a_hand_edit_is_picked_up_by_the_next_recall(home: Path, store: SqliteSt
 
 def test_tool_edits_sync_the_index(home: Path, store: SqliteStore) -> None:
     identity = Identity(home, store)
-    e = identity.add("Owner rides a recumbent bicycle", who="owner", session=None, time=NOW)
+    e = identity.add(clean("Owner rides a recumbent bicycle"), who="owner", session=None, time=NOW)
     assert [h.ref for h in store.search('"recumbent"', 5)] == [f"identity:{e.id}"]
     identity.remove([e.id], who="owner", session=None, time=NOW)
     assert store.search('"recumbent"', 5) == []

@@ -33,6 +33,8 @@ from tether.llm.types import Completion, CompletionRequest, Llm
 from tether.memory.identity import Identity
 from tether.memory.recall import recall
 from tether.records import Assistant, Usage
+from tether.scan.allow import home_allow
+from tether.scan.screen import screen
 from tether.scheduler.heartbeat import Heartbeat
 from tether.sessions import Session
 
@@ -211,7 +213,8 @@ async def _owner_turns(demo: Demo, rt: Runtime, turns: Iterator[str]) -> tuple[i
 def _memory_add(demo: Demo, rt: Runtime) -> None:
     """What the owner's ``tether memory add`` does."""
     identity = Identity(rt.home, rt.store)
-    entry = identity.add(FACT, who="owner", session=None, time=rt.agent.clock.now())
+    fact = screen(FACT, what="identity entry", allow=home_allow(rt.home), on_secret="refuse")
+    entry = identity.add(fact, who="owner", session=None, time=rt.agent.clock.now())
     if not any(e.id == entry.id for e in identity.entries()):
         raise DemoStepError("memory add", f"{FACT!r} is not in memory/memory.md")
     demo.say("memory add", f"identity [{entry.id}] {entry.text}", done=True)

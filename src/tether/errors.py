@@ -7,6 +7,7 @@
     │   ├── ConfigError              tether.toml (file, dotted key, what was expected)
     │   ├── InvalidIdError           a session id (or other name) outside its grammar
     │   ├── AllowListError           a .tether-scan-allow line that is no fingerprint (file, line)
+    │   ├── SecretInInputError       text for memory that holds a secret (what, line, rule)
     │   ├── ImportFormatError        a line of an import file (file and line)
     │   │   └── ImportChangedError   ... that changed between the import's check and write
     │   └── ExtraMissingError        an optional extra is not installed (extra, how to install)
@@ -95,6 +96,32 @@ class AllowListError(BadInputError):
         self.source = str(source)
         self.line = line
         self.problem = problem
+
+
+class SecretInInputError(BadInputError):
+    """Text meant for durable memory (an identity entry, a note, a page) holds a secret.
+
+    Refused, not redacted behind the owner's back: nothing was written, and the message
+    says where (``what``, ``line``), which rule matched and the fingerprint to allow it
+    with, never the secret itself.
+    """
+
+    runbook = "secret-refused"
+
+    def __init__(
+        self, what: str, *, line: int, rule: str, fingerprint: str, found: int, allow_file: str
+    ) -> None:
+        more = f" (and {found - 1} more)" if found > 1 else ""
+        super().__init__(
+            f"{what}, line {line}: holds a secret{more} (rule {rule}, fingerprint "
+            f"{fingerprint}); nothing was written. Leave it out, pass --redact to store it as "
+            f"[REDACTED:{rule}], or, if it is no secret, add the fingerprint to {allow_file}"
+        )
+        self.what = what
+        self.line = line
+        self.rule = rule
+        self.fingerprint = fingerprint
+        self.found = found
 
 
 class ImportFormatError(BadInputError):

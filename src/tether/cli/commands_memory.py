@@ -6,7 +6,15 @@ from datetime import UTC, datetime
 
 import click
 
-from tether.cli.context import Context, counted, echo_change, echo_json, pass_ctx, utc_stamp
+from tether.cli.context import (
+    Context,
+    counted,
+    echo_change,
+    echo_json,
+    pass_ctx,
+    redact_option,
+    utc_stamp,
+)
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.stores import open_store
@@ -59,12 +67,17 @@ def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
 
 @click.command("add")
 @click.argument("text")
+@redact_option
 @pass_ctx
-def add_cmd(ctx: Context, text: str) -> None:
-    """Add an identity entry (lands in each session's baseline at its next epoch)."""
+def add_cmd(ctx: Context, text: str, redact: bool) -> None:
+    """Add an identity entry (lands in each session's baseline at its next epoch).
+
+    TEXT holding a secret (an API key, a private key, a password assignment) is refused
+    unless --redact is given."""
+    screened = ctx.screen(text, what="identity entry", redact=redact)
     store = open_store(ctx.home, ctx.config())
     try:
-        e = Identity(ctx.home, store).add(text, who="owner", session=None, time=_now())
+        e = Identity(ctx.home, store).add(screened, who="owner", session=None, time=_now())
     finally:
         store.close()
     click.echo(f"added [{e.id}] {e.text}")
@@ -86,15 +99,19 @@ def remove_cmd(ctx: Context, ids: tuple[str, ...]) -> None:
 
 @click.command("note")
 @click.argument("text")
+@redact_option
 @pass_ctx
-def note_cmd(ctx: Context, text: str) -> None:
-    """Write a trusted note (found by recall; the tiering job may promote it)."""
+def note_cmd(ctx: Context, text: str, redact: bool) -> None:
+    """Write a trusted note (found by recall; the tiering job may promote it).
+
+    TEXT holding a secret is refused unless --redact is given."""
     if not text.strip():
         raise click.BadParameter("a note needs some text", param_hint="TEXT")
+    screened = ctx.screen(text, what="note", redact=redact)
     store = open_store(ctx.home, ctx.config())
     try:
         now = _now()
-        note = write_note(store, text, untrusted=False, who="owner", session=None, time=now)
+        note = write_note(store, screened, untrusted=False, who="owner", session=None, time=now)
     finally:
         store.close()
     click.echo(f"wrote note {note.id}")

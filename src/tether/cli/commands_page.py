@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
+from tether.cli.context import Context, echo_json, pass_ctx, redact_option, utc_stamp
 from tether.errors import BadInputError, NotFoundError
 from tether.ids import page_slug
 from tether.memory.pages import Visibility, remove_page, render, write_page
@@ -75,6 +75,7 @@ def page_group() -> None:
     show_default=True,
     help="Who may see it beyond this home.",
 )
+@redact_option
 @pass_ctx
 def write_cmd(
     ctx: Context,
@@ -84,17 +85,22 @@ def write_cmd(
     title: str | None,
     tags: tuple[str, ...],
     visibility: Visibility,
+    redact: bool,
 ) -> None:
-    """Create or replace the page SLUG (journalled, with the page it replaced)."""
+    """Create or replace the page SLUG (journalled, with the page it replaced).
+
+    A body or title holding a secret is refused unless --redact is given."""
     slug = page_slug(slug)
-    body = _body(file)
+    source = "stdin" if file is None or str(file) == "-" else str(file)
+    body = ctx.screen(_body(file), what=f"page {slug} ({source})", redact=redact)
+    heading = None if title is None else ctx.screen(title, what="--title", redact=redact)
     store = open_store(ctx.home, ctx.config())
     try:
         page, before = write_page(
             store,
             slug,
             body,
-            title=title,
+            title=heading,
             tags=tags,
             visibility=visibility,
             untrusted=False,

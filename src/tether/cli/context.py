@@ -11,6 +11,8 @@ import msgspec
 
 from tether.config import Config, load_config
 from tether.home import resolve_home
+from tether.scan.allow import ALLOW_FILE, load_allow_file
+from tether.scan.screen import Screened, screen
 
 
 @dataclass
@@ -24,8 +26,31 @@ class Context:
     def config(self) -> Config:
         return load_config(self.home)
 
+    def screen(self, text: str, *, what: str, redact: bool) -> Screened:
+        """``text`` on its way into durable memory: refused (exit 2) when it holds a
+        secret the home's allow-list does not allow, or, with ``redact``, redacted with
+        a line on stderr saying so."""
+        path = self.home / ALLOW_FILE
+        out = screen(
+            text,
+            what=what,
+            allow=load_allow_file(path),
+            on_secret="redact" if redact else "refuse",
+            allow_file=str(path),
+        )
+        if out.redacted:
+            click.echo(f"{what}: {out.note()}", err=True)
+        return out
+
 
 pass_ctx = click.make_pass_decorator(Context)
+
+#: ``--redact`` for the commands that write durable memory (see ``Context.screen``).
+redact_option = click.option(
+    "--redact",
+    is_flag=True,
+    help="Store secrets found in the text as [REDACTED:<rule>] instead of refusing it.",
+)
 
 
 def counted(n: int, one: str, many: str | None = None) -> str:

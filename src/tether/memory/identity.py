@@ -2,7 +2,8 @@
 
 The file is markdown; its list items are the entries. The owner may edit it by hand at
 any time; tools read it fresh for every edit, under a lock, and write it back through a
-temporary file and a rename, so a crash never leaves half a file.
+temporary file and a rename, so a crash never leaves half a file. What an edit writes
+is ``Screened`` (``tether.scan.screen``): no secret enters the file in clear.
 
 The entries are also indexed for recall (kind ``identity``, ref ``identity:<entry id>``):
 ``sync`` compares the file's sha256 with the one stored with the index and re-indexes
@@ -22,6 +23,7 @@ from pathlib import Path
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
 from tether.ports import JournalEntry, Store
+from tether.scan.screen import Screened
 from tether.sessions.files import write_atomic
 
 MEMORY_FILE = "memory/memory.md"
@@ -106,8 +108,8 @@ class Identity:
             )
         )
 
-    def add(self, text: str, *, who: str, session: str | None, time: datetime) -> Entry:
-        text = " ".join(text.split())
+    def add(self, screened: Screened, *, who: str, session: str | None, time: datetime) -> Entry:
+        text = " ".join(screened.text.split())
         if not text:
             raise IdentityError("an identity entry needs some text")
         with self._locked():
@@ -136,10 +138,16 @@ class Identity:
         return removed
 
     def consolidate(
-        self, ids: Sequence[str], text: str, *, who: str, session: str | None, time: datetime
+        self,
+        ids: Sequence[str],
+        screened: Screened,
+        *,
+        who: str,
+        session: str | None,
+        time: datetime,
     ) -> Entry:
         """Replace several entries with one, at the place of the first of them."""
-        text = " ".join(text.split())
+        text = " ".join(screened.text.split())
         if not text:
             raise IdentityError("a consolidated entry needs some text")
         if not ids:

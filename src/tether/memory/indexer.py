@@ -5,7 +5,10 @@ session's turn number and taint at that offset. A pass reads only the complete l
 after the cursor (a torn tail, a crash mid-append, waits for the next pass), turns them
 into rows and moves the cursor in the same transaction, so a crash never indexes a line
 twice or skips one. Raw ToolResult content is never indexed: only what the agent was
-shown as a summary (ToolSummary) is, carrying its own trust.
+shown as a summary (ToolSummary) is, carrying its own trust. A row's text is indexed
+secret-redacted (``tether.scan``, with the home's allow-list): the logs keep what was
+said, but recall, which hands rows to the agent in any session, never shows a key
+pasted in one of them.
 
 Turn numbers span epochs: the k-th User record of the session is turn k, the rows after
 it belong to it, rows before the first User are turn 0. Taint is monotone: once an
@@ -25,6 +28,8 @@ from tether.errors import SessionError, TetherError
 from tether.ids import is_session_id, session_id
 from tether.ports import IndexCursor, LogField, LogRow, Store
 from tether.records import Assistant, LogRecord, ToolCall, ToolResult, ToolSummary, User
+from tether.scan.allow import home_allow
+from tether.scan.secrets import redact
 from tether.sessions import files
 from tether.sessions.session import SESSIONS_DIR, Session
 
@@ -74,7 +79,13 @@ def _session_ids(home: Path) -> list[str]:
 
 
 def _rows(
-    sid: str, epoch: int, records: Sequence[LogRecord], turn: int, tainted: bool
+    sid: str,
+    epoch: int,
+    records: Sequence[LogRecord],
+    turn: int,
+    tainted: bool,
+    *,
+    allow: frozenset[str],
 ) -> tuple[list[LogRow], int, bool]:
     """Rows of ``records``, given the turn and taint before them; and those after them."""
     rows: list[LogRow] = []
@@ -102,7 +113,7 @@ def _rows(
                     epoch=epoch,
                     turn=turn,
                     field=kind,
-                    text=text,
+                    text=redact(text, allow=allow).text,
                     tainted=row_tainted,
                     time=r.time,
                 )
@@ -135,14 +146,18 @@ def _epochs(directory: str, known: int) -> list[int]:
 
 
 def _session_rows(
-    root: str, sid: str, cursors: dict[str, IndexCursor], known: int = 0
+    root: str,
+    sid: str,
+    cursors: dict[str, IndexCursor],
+    known: int = 0,
+    allow: frozenset[str] = frozenset(),
 ) -> list[tuple[list[LogRow], IndexCursor]]:
     """New rows of every epoch of one session, in order, with each file's new cursor.
 
     ``root`` is the sessions folder and ``sid`` a valid id; ``known``: how many of its
     epochs the cursors cover (``_known_epochs``). Paths stay strings until a file has
     something new: on an up-to-date home of 20,000 sessions, pathlib objects were half
-    the cost of a pass."""
+    the cost of a pass. ``allow``: fingerprints left unredacted."""
     directory = f"{root}/{sid}"
     epochs = _epochs(directory, known)
     turn, tainted = 0, False
@@ -165,7 +180,7 @@ def _session_rows(
         if not complete:
             continue
         records = files.decode_lines(path, complete, first_line=lines + 1)
-        rows, turn, tainted = _rows(sid, epoch, records, turn, tainted)
+        rows, turn, tainted = _rows(sid, epoch, records, turn, tainted, allow=allow)
         out.append(
             (
                 rows,
@@ -196,6 +211,7 @@ def index_home(
     """
     cursors = store.index_cursors()
     known = _known_epochs(cursors)
+    allow = home_allow(home)
     pending: list[tuple[list[LogRow], IndexCursor]] = []
     pending_rows = 0
     sessions = files_read = rows = 0
@@ -215,7 +231,7 @@ def index_home(
         sessions += 1
         try:
             checked = sid if listed else session_id(sid)
-            items = _session_rows(root, checked, cursors, known.get(checked, 0))
+            items = _session_rows(root, checked, cursors, known.get(checked, 0), allow)
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue

@@ -1,4 +1,6 @@
-"""Notes: agent- or owner-written facts worth finding later, trusted or not, journalled."""
+"""Notes: agent- or owner-written facts worth finding later, trusted or not, journalled.
+
+A note's text is ``Screened`` (``tether.scan.screen``): no secret is stored in clear."""
 
 from __future__ import annotations
 
@@ -6,12 +8,20 @@ from datetime import datetime
 
 from tether.errors import BadInputError
 from tether.ports import JournalEntry, Note, Store
+from tether.scan.screen import Screened
 
 
 def write_note(
-    store: Store, text: str, *, untrusted: bool, who: str, session: str | None, time: datetime
+    store: Store,
+    screened: Screened,
+    *,
+    untrusted: bool,
+    who: str,
+    session: str | None,
+    time: datetime,
 ) -> Note:
     """Store a note and journal the write (who, which session, the text)."""
+    text = screened.text
     if not text.strip():
         raise BadInputError("a note needs some text")
     note = store.add_note(text, untrusted=untrusted, session=session, time=time)

@@ -1,6 +1,7 @@
 """Memory pages: longer things the owner wants the agent to know (a person, a project, a
 trip), each under a slug the agent reads with ``page_read tether://<slug>`` and recall
-finds. Every write and removal is journalled with the text before and after."""
+finds. Every write and removal is journalled with the text before and after. A page's
+body and title are ``Screened`` (``tether.scan.screen``): no secret is stored in clear."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Literal
 from tether.errors import BadInputError, NotFoundError
 from tether.ids import page_slug
 from tether.ports import JournalEntry, Page, Store
+from tether.scan.screen import Screened
 
 Visibility = Literal["private", "world"]
 
@@ -34,9 +36,9 @@ def render(page: Page) -> str:
 def write_page(
     store: Store,
     slug: str,
-    body: str,
+    screened_body: Screened,
     *,
-    title: str | None,
+    title: Screened | None,
     tags: Sequence[str],
     visibility: Visibility,
     untrusted: bool,
@@ -46,12 +48,13 @@ def write_page(
 ) -> tuple[Page, Page | None]:
     """Create or replace the page ``slug``; (the page, the page it replaced)."""
     slug = page_slug(slug)
+    body = screened_body.text
     if not body.strip():
         raise BadInputError(f"page {slug!r} needs a body")
     clean_tags = tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
     page = Page(
         slug=slug,
-        title=(title or "").strip() or title_of(body, slug),
+        title=(title.text if title else "").strip() or title_of(body, slug),
         body=body,
         tags=clean_tags,
         visibility=visibility,

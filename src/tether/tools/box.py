@@ -23,6 +23,8 @@ from tether.memory.notes import write_note
 from tether.memory.pages import render
 from tether.memory.recall import recall
 from tether.ports import Store
+from tether.scan.allow import home_allow
+from tether.scan.screen import Screened, screen
 from tether.sessions import Session
 from tether.tools import schemas
 
@@ -39,6 +41,11 @@ class ToolOutcome:
     content: str
     class_: str
     untrusted: bool
+
+
+def _told(screened: Screened) -> str:
+    """What the agent is told of a redaction ("" when there was none)."""
+    return f"; {screened.note()}" if screened.redacted else ""
 
 
 def _cap(text: str, limit: int) -> str:
@@ -96,10 +103,18 @@ class ToolBox:
         tainted = any(h.tag == "memory-tainted" for h in hits)
         return ToolOutcome("\n".join(lines), "memory", tainted)
 
+    def _screen(self, text: str, what: str) -> Screened:
+        # The agent cannot be asked what to do with a secret, and the session log keeps
+        # what was said: what it writes to memory is redacted, and it is told so.
+        return screen(text, what=what, allow=home_allow(self.home), on_secret="redact")
+
     async def _add(self, a: schemas.AddArgs, ctx: ToolContext) -> ToolOutcome:
-        e = self.identity.add(a.text, who="agent", session=ctx.session, time=ctx.time)
+        screened = self._screen(a.text, "identity entry")
+        e = self.identity.add(screened, who="agent", session=ctx.session, time=ctx.time)
         return ToolOutcome(
-            f"added [{e.id}] {e.text} (in the baseline from the next epoch)", "identity", False
+            f"added [{e.id}] {e.text} (in the baseline from the next epoch){_told(screened)}",
+            "identity",
+            False,
         )
 
     async def _remove(self, a: schemas.RemoveArgs, ctx: ToolContext) -> ToolOutcome:
@@ -109,25 +124,29 @@ class ToolBox:
         )
 
     async def _consolidate(self, a: schemas.ConsolidateArgs, ctx: ToolContext) -> ToolOutcome:
+        screened = self._screen(a.text, "identity entry")
         e = self.identity.consolidate(
-            a.ids, a.text, who="agent", session=ctx.session, time=ctx.time
+            a.ids, screened, who="agent", session=ctx.session, time=ctx.time
         )
         return ToolOutcome(
-            f"consolidated {len(a.ids)} entries into [{e.id}] {e.text}", "identity", False
+            f"consolidated {len(a.ids)} entries into [{e.id}] {e.text}{_told(screened)}",
+            "identity",
+            False,
         )
 
     async def _note(self, a: schemas.NoteArgs, ctx: ToolContext) -> ToolOutcome:
         # A note written by a tainted session may carry what it read: it is untrusted too.
+        screened = self._screen(a.text, "note")
         note = write_note(
             self.store,
-            a.text,
+            screened,
             untrusted=ctx.untrusted,
             who="agent",
             session=ctx.session,
             time=ctx.time,
         )
         label = "untrusted " if note.untrusted else ""
-        return ToolOutcome(f"wrote {label}note {note.id}", "note", False)
+        return ToolOutcome(f"wrote {label}note {note.id}{_told(screened)}", "note", False)
 
     async def _page_read(self, a: schemas.PageReadArgs, _ctx: ToolContext) -> ToolOutcome:
         if a.ref.startswith(("tether://corpus/", "corpus/")) or ".seg-" in a.ref:
