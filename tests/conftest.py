@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from tether.config import load_config
+from tether.daemon.compose import Runtime, build_runtime
 from tether.home import init_home
 from tether.scan.screen import Screened, screen
+from tether.testing.clock import StepClock
+from tether.testing.fake_llama import FakeLlama
 
 
 class Ticker:
@@ -32,6 +37,22 @@ def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
     init_home(path)
     return path
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLlama]:
+    """A fake llama-server with two slots (a module needing another size defines its own)."""
+    with FakeLlama(n_ctx=16384, parallel=2) as f:
+        yield f
+
+
+@pytest.fixture
+async def rt(home: Path, fake: FakeLlama) -> AsyncIterator[Runtime]:
+    """The runtime ``tether serve`` composes, over ``home`` and ``fake``."""
+    (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')
+    r = build_runtime(home, load_config(home), clock=StepClock())
+    yield r
+    await r.aclose()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ screened (``tether.scan.screen``). The owner's commands refuse a secret unless t
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon_helpers import tether
-from tether.config import load_config
-from tether.daemon.compose import Runtime, build_runtime
+from tether.daemon.compose import Runtime
 from tether.errors import SecretInInputError
 from tether.scan import fingerprint, scan
 from tether.scan.screen import screen
-from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama, Reply
 
 # Built from pieces so no scanner flags this file; the same shapes as tests/test_scan.py.
@@ -187,20 +184,6 @@ def test_a_broken_allow_file_is_named_and_nothing_is_written(home: Path) -> None
 
 
 # -- the agent's tools -------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlama]:
-    with FakeLlama(n_ctx=16384, parallel=2) as f:
-        yield f
-
-
-@pytest.fixture
-async def rt(home: Path, fake: FakeLlama) -> AsyncIterator[Runtime]:
-    (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')
-    r = build_runtime(home, load_config(home), clock=StepClock())
-    yield r
-    await r.aclose()
 
 
 @pytest.mark.anyio

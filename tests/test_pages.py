@@ -4,15 +4,12 @@ by recall and read by the agent with page_read."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from daemon_helpers import tether
-from tether.config import load_config
-from tether.daemon.compose import Runtime, build_runtime
-from tether.testing.clock import StepClock
+from tether.daemon.compose import Runtime
 from tether.testing.fake_llama import FakeLlama, Reply
 
 ADA = "# Ada Lovelace\n\nMy sister-in-law. She sails the Marigold Seven on Sundays.\n"
@@ -89,20 +86,6 @@ def test_bad_input_is_one_line_and_exit_2(
     assert needle in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert json.loads(tether(home, "page", "list", "--json").stdout) == []
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLlama]:
-    with FakeLlama(n_ctx=16384, parallel=2) as f:
-        yield f
-
-
-@pytest.fixture
-async def rt(home: Path, fake: FakeLlama) -> AsyncIterator[Runtime]:
-    (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')
-    r = build_runtime(home, load_config(home), clock=StepClock())
-    yield r
-    await r.aclose()
 
 
 @pytest.mark.anyio
