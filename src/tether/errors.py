@@ -7,7 +7,9 @@
     │   ├── ConfigError              tether.toml (file, dotted key, what was expected)
     │   ├── InvalidIdError           a session id (or other name) outside its grammar
     │   ├── AllowListError           a .tether-scan-allow line that is no fingerprint (file, line)
+    │   ├── BlocklistError           a .tether-scan-blocklist line that cannot be used (file, line)
     │   ├── SecretInInputError       text for memory that holds a secret (what, line, rule)
+    │   ├── ManagedBlockError        AGENTS.md's tether block markers are malformed (file, line)
     │   ├── ImportFormatError        a line of an import file (file and line)
     │   │   └── ImportChangedError   ... that changed between the import's check and write
     │   └── ExtraMissingError        an optional extra is not installed (extra, how to install)
@@ -98,6 +100,17 @@ class AllowListError(BadInputError):
         self.problem = problem
 
 
+class BlocklistError(BadInputError):
+    """A line of the owner's blocklist (``.tether-scan-blocklist``) that cannot be used:
+    refused rather than skipped, or a term the owner meant to keep out would get out."""
+
+    def __init__(self, source: Path | str, line: int, problem: str) -> None:
+        super().__init__(f"{source}:{line}: {problem}")
+        self.source = str(source)
+        self.line = line
+        self.problem = problem
+
+
 class SecretInInputError(BadInputError):
     """Text meant for durable memory (an identity entry, a note, a page) holds a secret.
 
@@ -122,6 +135,20 @@ class SecretInInputError(BadInputError):
         self.rule = rule
         self.fingerprint = fingerprint
         self.found = found
+
+
+class ManagedBlockError(BadInputError):
+    """A file's tether-managed block (``compile-context --target codex``) cannot be found
+    unambiguously: a marker without its pair, two blocks, or the end before the begin.
+    The file is left as it is."""
+
+    runbook = "view-block-malformed"
+
+    def __init__(self, path: str, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: {problem}; the file was not changed")
+        self.path = path
+        self.line = line
+        self.problem = problem
 
 
 class ImportFormatError(BadInputError):

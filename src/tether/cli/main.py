@@ -34,6 +34,7 @@ COMMANDS: Mapping[str, str] = {
     "sweep": "commands_sweep",
     "doctor": "commands_doctor",
     "page": "commands_page",
+    "compile-context": "commands_views",
     "demo": "commands_demo",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
