@@ -148,6 +148,17 @@ def test_a_refused_entry_is_skipped_and_only_what_fits_is_scanned() -> None:
     assert packed.tokens <= 600
 
 
+@settings(max_examples=300)
+@given(
+    st.text(alphabet=st.sampled_from("ab #\n\t\r\x0b."), max_size=4000),
+    st.integers(5, 700),
+)
+def test_an_excerpt_is_the_whole_body_squeezed_and_cut(body: str, limit: int) -> None:
+    text = body.replace("\r\n", "\n")
+    assert views.excerpt(body, "no such title", limit) == views.cut(views.squeeze(text), limit)
+    assert len(views.excerpt(body, "x", limit)) <= limit
+
+
 def test_an_excerpt_drops_a_repeated_title_and_is_cut_at_a_word() -> None:
     body = "# Ada\n\n\n\nline   one\n\n\n\n" + "word " * 200
     out = views.excerpt(body, "Ada")

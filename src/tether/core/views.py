@@ -153,29 +153,40 @@ _BLANKS = re.compile(r"\n{3,}")
 
 
 def excerpt(body: str, title: str, limit: int = EXCERPT_CHARS) -> str:
-    """The body without a first heading that repeats the title, blank runs squeezed,
-    cut to ``limit`` characters at a word boundary with an ellipsis."""
-    # Squeezing only shortens, so a prefix of a few times the limit is enough unless it
-    # is mostly blanks; then the whole body is read.
-    prefix = body[: limit * 4 + 256]
-    if len(prefix) < len(body):
-        out = excerpt(prefix, title, limit)
-        if len(out) >= limit:
-            return out
+    """The body without a first heading that repeats the title, runs of spaces and of
+    blank lines squeezed, cut to ``limit`` characters at a word boundary with an
+    ellipsis."""
     text = body.replace("\r\n", "\n")
     first = _HEADING.match(text)
     if first and first.group().strip().lstrip("#").strip() == title.strip():
         text = text[first.end() :]
+    # Squeezing a prefix gives a prefix of the whole text squeezed (it only shortens and
+    # never looks ahead), so once that is over the limit the cut is the same: a long
+    # page is not squeezed whole.
+    window = limit * 4 + 256
+    squeezed = squeeze(text[:window])
+    if len(squeezed) <= limit and len(text) > window:
+        squeezed = squeeze(text)
+    return cut(squeezed, limit)
+
+
+def squeeze(text: str) -> str:
+    """Spaces and tabs squeezed to one space, lines right-stripped, three or more line
+    breaks to two, the whole stripped."""
     lines = (_SPACE.sub(" ", line).rstrip() for line in text.split("\n"))
-    text = _BLANKS.sub("\n\n", "\n".join(lines))
-    text = text.strip()
+    return _BLANKS.sub("\n\n", "\n".join(lines)).strip()
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` if it fits ``limit`` characters, else its start up to a word boundary
+    (when one falls in the second half) and an ellipsis, ``limit`` characters at most."""
     if len(text) <= limit:
         return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
+    start = text[: limit - 1]
+    space = start.rfind(" ")
     if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"
+        start = start[:space]
+    return start.rstrip() + "…"
 
 
 def entry(page: ViewPage) -> str:
