@@ -20,7 +20,6 @@ from tether.memory.indexer import index_home, reindex
 from tether.memory.recall import SessionHit, recall, recall_sessions
 from tether.ports import Hit
 from tether.sessions.importer import import_jsonl
-from tether.stores import open_store
 
 #: Characters of a hit's text on one line of human output.
 TEXT_CHARS = 120
@@ -72,16 +71,13 @@ def _one_line(text: str, width: int = TEXT_CHARS) -> str:
 def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
     home = ctx.home
-    store = open_store(home, ctx.config())
-    try:
+    with ctx.store() as store:
         report = index_home(home, store)
         now = datetime.now(UTC)
         if by_session:
             sessions = recall_sessions(store, query, k, time=now)
         else:
             hits = recall(store, query, k, time=now, home=home)
-    finally:
-        store.close()
     _warn_unindexed(report.errors)
     if by_session:
         _print_sessions(sessions, as_json)
@@ -107,11 +103,8 @@ def reindex_cmd(ctx: Context, as_json: bool) -> None:
     than what was indexed). Notes, pages, identity, facts, the journal and recall counts
     are kept. A session that cannot be read is reported and left out; exit 1 then.
     """
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         report = reindex(ctx.home, store)
-    finally:
-        store.close()
     if as_json:
         echo_json(
             {

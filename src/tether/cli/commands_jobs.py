@@ -14,7 +14,6 @@ from tether.core.tiers import listing_json, render_listing
 from tether.memory.tiers import tiers
 from tether.scheduler.jobs import JobFileError, job_paths, jobs_dir, load_job, load_jobs
 from tether.scheduler.ledger import RunLedger
-from tether.stores import open_store
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -97,11 +96,8 @@ def jobs_check(ctx: Context) -> None:
 def tiers_cmd(ctx: Context, as_json: bool) -> None:
     """Identity entries and notes with how often recall found each and when last
     (what the tiering job reads); untrusted notes are marked."""
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         items = tiers(ctx.home, store)
-    finally:
-        store.close()
     if as_json:
         echo_json(listing_json(items))
         return

@@ -17,7 +17,6 @@ from tether.cli.context import (
 )
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
-from tether.stores import open_store
 
 
 def _now() -> datetime:
@@ -28,8 +27,7 @@ def _now() -> datetime:
 @pass_ctx
 def show_cmd(ctx: Context) -> None:
     """Identity entries (with the [id]s edits use) and notes."""
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         identity = Identity(ctx.home, store)
         entries = identity.entries()
         click.echo(f"identity ({identity.path}): {counted(len(entries), 'entry', 'entries')}")
@@ -41,8 +39,6 @@ def show_cmd(ctx: Context) -> None:
             trust = "untrusted" if n.untrusted else "trusted"
             origin = f" from {n.session}" if n.session else ""
             click.echo(f"  {n.id:>4} {trust:<9} {n.time:%Y-%m-%d}{origin}: {n.text}")
-    finally:
-        store.close()
 
 
 @click.command("journal")
@@ -51,11 +47,8 @@ def show_cmd(ctx: Context) -> None:
 @pass_ctx
 def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
     """Every memory write: when, who, from which session, before and after."""
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         entries = store.journal(limit)
-    finally:
-        store.close()
     if as_json:
         echo_json(entries)
         return
@@ -75,11 +68,8 @@ def add_cmd(ctx: Context, text: str, redact: bool) -> None:
     TEXT holding a secret (an API key, a private key, a password assignment) is refused
     unless --redact is given."""
     screened = ctx.screen(text, what="identity entry", redact=redact)
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         e = Identity(ctx.home, store).add(screened, who="owner", session=None, time=_now())
-    finally:
-        store.close()
     click.echo(f"added [{e.id}] {e.text}")
 
 
@@ -88,11 +78,8 @@ def add_cmd(ctx: Context, text: str, redact: bool) -> None:
 @pass_ctx
 def remove_cmd(ctx: Context, ids: tuple[str, ...]) -> None:
     """Remove identity entries by [id] (see `tether memory show`)."""
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         gone = Identity(ctx.home, store).remove(list(ids), who="owner", session=None, time=_now())
-    finally:
-        store.close()
     for e in gone:
         click.echo(f"removed [{e.id}] {e.text}")
 
@@ -108,12 +95,9 @@ def note_cmd(ctx: Context, text: str, redact: bool) -> None:
     if not text.strip():
         raise click.BadParameter("a note needs some text", param_hint="TEXT")
     screened = ctx.screen(text, what="note", redact=redact)
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         now = _now()
         note = write_note(store, screened, untrusted=False, who="owner", session=None, time=now)
-    finally:
-        store.close()
     click.echo(f"wrote note {note.id}")
 
 

@@ -19,7 +19,6 @@ from tether.errors import BadInputError, NotFoundError
 from tether.ids import page_slug
 from tether.memory.pages import Visibility, remove_page, render, write_page
 from tether.ports import Page
-from tether.stores import open_store
 
 
 def page_json(page: Page, *, body: bool = True) -> dict[str, Any]:
@@ -94,8 +93,7 @@ def write_cmd(
     source = "stdin" if file is None or str(file) == "-" else str(file)
     body = ctx.screen(_body(file), what=f"page {slug} ({source})", redact=redact)
     heading = None if title is None else ctx.screen(title, what="--title", redact=redact)
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         page, before = write_page(
             store,
             slug,
@@ -108,8 +106,6 @@ def write_cmd(
             session=None,
             time=datetime.now(UTC),
         )
-    finally:
-        store.close()
     click.echo(f"{'replaced' if before else 'wrote'} page {page.slug}: {page.title}")
 
 
@@ -120,11 +116,8 @@ def write_cmd(
 def show_cmd(ctx: Context, slug: str, as_json: bool) -> None:
     """The page SLUG: title, tags, visibility, trust, last update, body."""
     slug = page_slug(slug)
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         page = store.get_page(slug)
-    finally:
-        store.close()
     if page is None:
         raise NotFoundError(f"no page {slug!r} (see `tether page list`)")
     if as_json:
@@ -141,11 +134,8 @@ def show_cmd(ctx: Context, slug: str, as_json: bool) -> None:
 @pass_ctx
 def list_cmd(ctx: Context, as_json: bool) -> None:
     """Every page, by slug."""
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         pages = store.pages()
-    finally:
-        store.close()
     if as_json:
         echo_json([page_json(p, body=False) for p in pages])
         return
@@ -162,11 +152,8 @@ def list_cmd(ctx: Context, as_json: bool) -> None:
 @pass_ctx
 def rm_cmd(ctx: Context, slug: str) -> None:
     """Remove the page SLUG (journalled with its text)."""
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         gone = remove_page(store, slug, who="owner", session=None, time=datetime.now(UTC))
-    finally:
-        store.close()
     click.echo(f"removed page {gone.slug}: {gone.title}")
 
 

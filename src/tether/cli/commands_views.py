@@ -14,7 +14,6 @@ import click
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx
 from tether.core.views import DEFAULT_BUDGET, DEFAULT_PATHS, TARGETS, Target
-from tether.stores import open_store
 from tether.views.compile import ViewReport, compile_view
 
 
@@ -87,11 +86,8 @@ def compile_context_cmd(
     untrusted pages never leave the home; a page holding a secret, personal data or a
     blocklisted term is left out and named. The same pages give the same bytes."""
     path = out if out is not None else Path(DEFAULT_PATHS[target])
-    store = open_store(ctx.home, ctx.config())
-    try:
+    with ctx.store() as store:
         report = compile_view(ctx.home, store, target=target, path=path, budget=budget, check=check)
-    finally:
-        store.close()
     if as_json:
         echo_json(_json(report))
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +13,7 @@ import msgspec
 
 from tether.config import Config, load_config
 from tether.home import resolve_home
+from tether.ports import Store
 from tether.scan.allow import ALLOW_FILE, load_allow_file
 from tether.scan.screen import Screened, screen
 
@@ -25,6 +28,17 @@ class Context:
 
     def config(self) -> Config:
         return load_config(self.home)
+
+    @contextlib.contextmanager
+    def store(self) -> Iterator[Store]:
+        """The home's store, opened as ``[store]`` says and closed on the way out."""
+        from tether.stores import open_store  # on use: commands that need none start faster
+
+        store = open_store(self.home, self.config())
+        try:
+            yield store
+        finally:
+            store.close()
 
     def screen(self, text: str, *, what: str, redact: bool) -> Screened:
         """``text`` on its way into durable memory: refused (exit 2) when it holds a
