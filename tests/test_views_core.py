@@ -6,13 +6,14 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.core import tokens, views
-from tether.core.views import ViewPage
 from tether.errors import BlocklistError, ManagedBlockError
+from tether.ports import Page
 from tether.scan.secrets import fingerprint
 from tether.scan.sensitive import Blocklist, first_sensitive, parse_blocklist
 
@@ -28,8 +29,8 @@ def page(
     visibility: str = "world",
     untrusted: bool = False,
     title: str | None = None,
-) -> ViewPage:
-    return ViewPage(
+) -> Page:
+    return Page(
         slug=slug,
         title=title or slug,
         body=body,
@@ -59,13 +60,13 @@ _PAGES = st.lists(
 )
 
 
-def compiled(pages: list[ViewPage], budget: int = 3000) -> views.Packed[object]:
+def compiled(pages: list[Page], budget: int = 3000) -> views.Packed[object]:
     return views.pack(views.select(pages), "claude-code", budget)
 
 
 @given(_PAGES, st.randoms())
 def test_the_same_pages_give_the_same_bytes_in_any_order(
-    pages: list[ViewPage], rnd: random.Random
+    pages: list[Page], rnd: random.Random
 ) -> None:
     shuffled = list(pages)
     rnd.shuffle(shuffled)
@@ -74,20 +75,17 @@ def test_the_same_pages_give_the_same_bytes_in_any_order(
 
 @given(_PAGES, st.floats(-5000, 5000, allow_nan=False))
 def test_no_clock_is_read_moving_every_page_in_time_changes_nothing(
-    pages: list[ViewPage], shift_days: float
+    pages: list[Page], shift_days: float
 ) -> None:
-    moved = [
-        ViewPage(p.slug, p.title, p.body, p.tags, p.visibility, p.untrusted,
-                 p.updated_at + timedelta(days=shift_days))
-        for p in pages
-    ]  # fmt: skip
+    moved = [msgspec.structs.replace(p, updated_at=p.updated_at + timedelta(days=shift_days))
+             for p in pages]  # fmt: skip
     assert compiled(moved).text == compiled(pages).text
 
 
 @settings(max_examples=200)
 @given(_PAGES, st.integers(1, 2000))
 def test_the_whole_file_fits_the_budget_unless_not_even_the_header_does(
-    pages: list[ViewPage], budget: int
+    pages: list[Page], budget: int
 ) -> None:
     packed = compiled(pages, budget)
     head = views.header("claude-code")
@@ -98,7 +96,7 @@ def test_the_whole_file_fits_the_budget_unless_not_even_the_header_does(
 
 
 @given(_PAGES)
-def test_private_untrusted_and_corpus_pages_never_leave_the_home(pages: list[ViewPage]) -> None:
+def test_private_untrusted_and_corpus_pages_never_leave_the_home(pages: list[Page]) -> None:
     packed = compiled(pages)
     by_slug = {p.slug: p for p in pages}
     for slug in packed.included:
@@ -110,7 +108,7 @@ def test_private_untrusted_and_corpus_pages_never_leave_the_home(pages: list[Vie
 
 
 @given(_PAGES)
-def test_pinned_pages_come_before_every_other(pages: list[ViewPage]) -> None:
+def test_pinned_pages_come_before_every_other(pages: list[Page]) -> None:
     order = [c.arm == "pinned" for c in views.select(pages)]
     assert order == sorted(order, reverse=True)
 

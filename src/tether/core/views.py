@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from tether.core import tokens
 from tether.errors import ManagedBlockError
@@ -57,17 +57,23 @@ Arm = Literal["pinned", "durable", "recent"]
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class ViewPage:
-    """What selection reads of a page."""
+class ViewPage(Protocol):
+    """What selection reads of a page (``tether.ports.Page`` is one)."""
 
-    slug: str
-    title: str
-    body: str
-    tags: tuple[str, ...]
-    visibility: Literal["private", "world"]
-    untrusted: bool
-    updated_at: datetime
+    @property
+    def slug(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+    @property
+    def visibility(self) -> Literal["private", "world"]: ...
+    @property
+    def untrusted(self) -> bool: ...
+    @property
+    def updated_at(self) -> datetime: ...
 
 
 @dataclass(frozen=True)

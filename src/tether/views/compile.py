@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from tether.core import tokens, views
-from tether.core.views import Target, ViewPage
+from tether.core.views import Target
 from tether.errors import BadInputError
 from tether.ports import Store
 from tether.scan.allow import ALLOW_FILE, home_allow, home_blocklist
@@ -52,21 +52,6 @@ class ViewReport:
     allow_file: Path
 
 
-def _view_pages(store: Store) -> list[ViewPage]:
-    return [
-        ViewPage(
-            slug=p.slug,
-            title=p.title,
-            body=p.body,
-            tags=p.tags,
-            visibility=p.visibility,
-            untrusted=p.untrusted,
-            updated_at=p.updated_at,
-        )
-        for p in store.pages()
-    ]
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -97,7 +82,7 @@ def compile_view(
         return first_sensitive(entry, allow=allow, blocklist=blocklist)
 
     room = budget - tokens.count(views.managed("")) if target == "codex" else budget
-    packed = views.pack(views.select(_view_pages(store)), target, room, refuse)
+    packed = views.pack(views.select(store.pages()), target, room, refuse)
     left = [LeftOut(slug, "sensitive", hit.rule, hit.fingerprint) for slug, hit in packed.refused]
     left.extend(LeftOut(slug, "budget") for slug in packed.over_budget)
 
