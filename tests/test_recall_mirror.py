@@ -125,6 +125,23 @@ def test_sweep_facts_are_recalled_until_deactivated(
     assert store.row_count() == 0
 
 
+GITHUB = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" + "K1l2M3n4O5p6Q7r8"
+
+
+def test_recall_shows_a_hand_written_entry_and_a_fact_redacted(
+    home: Path, store: SqliteStore, sweep: SqliteSweepStore
+) -> None:
+    write_memory(home, f"The build bot token is {GITHUB}")
+    _run_day(sweep, fact("ci", "direct_user_statement", f"The owner's CI token is {GITHUB}"))
+    hits = recall(store, "token", 5, time=NOW, home=home)
+    assert sorted(h.text for h in hits) == [
+        "The build bot token is [REDACTED:github-token]",
+        "The owner's CI token is [REDACTED:github-token]",
+    ]
+    # memory.md is the owner's file and stays as written; only what recall returns changes.
+    assert GITHUB in (home / "memory" / "memory.md").read_text()
+
+
 def test_sweep_facts_are_gone_after_the_owner_is_wiped(
     store: SqliteStore, sweep: SqliteSweepStore
 ) -> None:

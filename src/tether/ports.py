@@ -171,9 +171,10 @@ class Store(Protocol):
     def replace_identity(self, entries: Sequence[Entry], *, stamp: str, time: datetime) -> None:
         """Replace every identity row with ``entries`` and store ``stamp``, atomically."""
 
-    def sync_facts(self) -> bool:
+    def sync_facts(self, *, allow: frozenset[str] = frozenset()) -> bool:
         """Re-index the sweep's active facts if they changed since last time (a cheap
-        check otherwise); True when it did."""
+        check otherwise), each secret-redacted but for the ``allow`` fingerprints; True
+        when it did."""
 
     # -- search ------------------------------------------------------------------------
     def search(self, match: str, k: int) -> list[Hit]:

@@ -23,7 +23,9 @@ from pathlib import Path
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
 from tether.ports import JournalEntry, Store
+from tether.scan.allow import home_allow
 from tether.scan.screen import Screened
+from tether.scan.secrets import redact
 from tether.sessions.files import write_atomic
 
 MEMORY_FILE = "memory/memory.md"
@@ -41,6 +43,7 @@ class Identity:
     """Read and edit memory.md; every edit is journalled in the store."""
 
     def __init__(self, home: Path, store: Store) -> None:
+        self.home = home
         self.path = home / MEMORY_FILE
         self._lock_path = self.path.with_name(".memory.md.lock")
         self.store = store
@@ -72,7 +75,10 @@ class Identity:
             entries = parse_entries(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise TetherError(f"{self.path}: cannot read identity: {exc}") from None
-        self.store.replace_identity(entries, stamp=stamp, time=mtime)
+        # The owner may write anything in the file by hand; recall shows it redacted.
+        allow = home_allow(self.home)
+        shown = [Entry(e.id, redact(e.text, allow=allow).text) for e in entries]
+        self.store.replace_identity(shown, stamp=stamp, time=mtime)
         return True
 
     @contextlib.contextmanager

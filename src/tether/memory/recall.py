@@ -29,6 +29,7 @@ from tether.core import periods, query, ranking
 from tether.errors import BadInputError
 from tether.memory.identity import Identity
 from tether.ports import Hit, Store
+from tether.scan.allow import home_allow
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
 FANOUT = 4
@@ -91,9 +92,11 @@ def _turns(
 
 def _sync(store: Store, home: Path | None) -> None:
     """Bring the identity (when ``home`` is given) and sweep fact rows in step."""
-    if home is not None:
-        Identity(home, store).sync()
-    store.sync_facts()
+    if home is None:
+        store.sync_facts()
+        return
+    Identity(home, store).sync()
+    store.sync_facts(allow=home_allow(home))
 
 
 def _hit(scored: ranking.Scored) -> Hit:

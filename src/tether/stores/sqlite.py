@@ -322,7 +322,7 @@ class SqliteStore(SqliteFile):
         with self._write("indexing identity", durable=False) as c:
             mirror.replace_identity(c, entries, stamp, utc(time))
 
-    def sync_facts(self) -> bool:
+    def sync_facts(self, *, allow: frozenset[str] = frozenset()) -> bool:
         with self._read("reading the facts stamp") as c:
             if mirror.facts_stamp(c) == mirror.stamp(c, "facts"):
                 return False
@@ -330,7 +330,7 @@ class SqliteStore(SqliteFile):
             current = mirror.facts_stamp(c)  # again, inside the transaction
             if current == mirror.stamp(c, "facts"):
                 return False
-            mirror.replace_facts(c, current)
+            mirror.replace_facts(c, current, allow)
         return True
 
     # -- search (the SQL is in ``sqlite_search``) ----------------------------------------

@@ -9,7 +9,8 @@ triggers bump on every fact or owner write (insert, amend, deactivate, wipe, del
 sweep write path has to know about the index and the sweep store stays unaware of the
 main store's schema. When a stamp differs, every row of that kind is replaced, with the
 new stamp, in one transaction. Identity rows are trusted by construction (the owner's
-file); facts are trusted (a ``Fact`` carries no untrusted flag).
+file); facts are trusted (a ``Fact`` carries no untrusted flag). Both are indexed
+secret-redacted, like every row recall can return.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 
 from tether.core import cjk
 from tether.core.memory_block import Entry
+from tether.scan.secrets import redact
 from tether.stores.sqlite_search import EPOCH, MICRO, unindex
 
 #: The stamp of the facts when the sweep's tables do not exist (yet) in this file.
@@ -88,12 +90,13 @@ def replace_identity(
     _replace(c, "identity", ((f"identity:{e.id}", e.text, at) for e in entries), "identity", value)
 
 
-def replace_facts(c: sqlite3.Connection, value: str) -> None:
-    """Index the sweep's active facts (``fact:<id>``), stamped ``value``."""
+def replace_facts(c: sqlite3.Connection, value: str, allow: frozenset[str]) -> None:
+    """Index the sweep's active facts (``fact:<id>``), secret-redacted (but for the
+    ``allow`` fingerprints), stamped ``value``."""
     rows: list[tuple[str, str, int]] = []
     if value != NO_SWEEP:
         rows = [
-            (f"fact:{i}", text, _micros(datetime.fromisoformat(updated)))
+            (f"fact:{i}", redact(text, allow=allow).text, _micros(datetime.fromisoformat(updated)))
             for i, text, updated in c.execute(_ACTIVE_FACTS)
         ]
     _replace(c, "fact", rows, "facts", value)
