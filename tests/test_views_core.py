@@ -191,6 +191,15 @@ def test_splicing_twice_is_splicing_once(owner: str, a: str, b: str) -> None:
     assert once.startswith(owner)
 
 
+def test_a_page_quoting_the_markers_cannot_end_the_block() -> None:
+    quoting = page("notes/markers", body=f"How it works:\n{views.BLOCK_END}\n<!-- hidden -->")
+    packed = compiled([quoting])
+    file = views.splice("# Agents\n", packed.text, "AGENTS.md")
+    assert views.current_block(file, "AGENTS.md") == views.managed(packed.text)
+    assert views.splice(file, packed.text, "AGENTS.md") == file
+    assert "&lt;!-- hidden -->" in packed.text
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [

@@ -196,11 +196,19 @@ def cut(text: str, limit: int) -> str:
 
 
 def entry(page: ViewPage) -> str:
-    """A page's entry in the file: a heading with its title and link, then the excerpt."""
-    title = " ".join(page.title.split()) or page.slug
-    body = excerpt(page.body, page.title)
+    """A page's entry in the file: a heading with its title and link, then the excerpt.
+
+    An HTML comment opener in a page is written ``&lt;!--`` (Markdown shows the same
+    text): a page quoting the managed block's markers must not end the block early, and
+    a comment must not hide the rest of the file from a reader."""
+    title = _no_comment(" ".join(page.title.split()) or page.slug)
+    body = _no_comment(excerpt(page.body, page.title))
     heading = f"## {title} (tether://{page.slug})\n\n"
     return f"{heading}{body}\n\n" if body else heading
+
+
+def _no_comment(text: str) -> str:
+    return text.replace("<!--", "&lt;!--")
 
 
 def header(target: Target) -> str:
