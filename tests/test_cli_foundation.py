@@ -61,6 +61,22 @@ def test_config_check_ok_and_bad(tmp_path: Path) -> None:
     assert "Traceback" not in bad.stderr
 
 
+def test_config_check_reads_the_scan_files_when_there_are_any(home: Path) -> None:
+    assert tether(home, "config", "check").stdout == f"ok: {home / 'tether.toml'}\n"
+    (home / ".tether-scan-allow").write_text("# none yet\n")
+    (home / ".tether-scan-blocklist").write_text("project falcon\nre: acme-(\n")
+    bad = tether(home, "config", "check")
+    assert bad.returncode == 2
+    assert bad.stdout == f"ok: {home / 'tether.toml'}\nok: {home / '.tether-scan-allow'}\n"
+    assert bad.stderr.startswith(
+        f"tether: error: {home / '.tether-scan-blocklist'}:2: not a regular expression"
+    )
+    (home / ".tether-scan-blocklist").write_text("project falcon\n")
+    assert tether(home, "config", "check").stdout.endswith(
+        f"ok: {home / '.tether-scan-blocklist'}\n"
+    )
+
+
 def test_config_check_without_init(tmp_path: Path) -> None:
     out = tether(tmp_path / "nothing", "config", "check")
     assert out.returncode == 2

@@ -7,6 +7,7 @@ import click
 from tether.cli.context import Context, pass_ctx
 from tether.config import CONFIG_FILE
 from tether.home import init_home
+from tether.scan.allow import ALLOW_FILE, BLOCKLIST_FILE, home_allow, home_blocklist
 
 
 @click.command("init")
@@ -30,9 +31,15 @@ def config_group() -> None:
 @config_group.command("check")
 @pass_ctx
 def config_check(ctx: Context) -> None:
-    """Validate tether.toml: unknown keys, wrong types and bad values exit 2."""
+    """Validate tether.toml (unknown keys, wrong types and bad values exit 2), and the
+    scan files .tether-scan-allow and .tether-scan-blocklist when they exist."""
     ctx.config()
     click.echo(f"ok: {ctx.home / CONFIG_FILE}")
+    home = ctx.home
+    for name, load in ((ALLOW_FILE, home_allow), (BLOCKLIST_FILE, home_blocklist)):
+        if (home / name).exists():
+            load(home)
+            click.echo(f"ok: {home / name}")
 
 
 COMMANDS = [init_cmd, config_group]
