@@ -162,6 +162,22 @@ def test_a_budget_too_small_says_so_in_the_file_and_names_every_page(
     )
 
 
+def test_a_path_that_cannot_be_used_is_one_line_and_exit_2(home: Path, project: Path) -> None:
+    write(home, "people/ada", ADA, "--visibility", "world")
+    (project / "file").write_text("not a directory\n")
+    under_a_file = str(project / "file" / "x.md")
+    out = tether(home, "compile-context", "--target", "openclaw", "--out", under_a_file)
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"tether: error: {under_a_file}: cannot read: Not a directory\n",
+    )
+    # /proc takes no new files, whoever runs the test.
+    out = tether(home, "compile-context", "--target", "openclaw", "--out", "/proc/version")
+    assert out.returncode == 2
+    assert out.stderr.startswith("tether: error: /proc/version: cannot write: ")
+    assert out.stderr.endswith("; the file was not changed\n")
+
+
 def test_the_default_path_is_under_the_current_directory(home: Path, project: Path) -> None:
     write(home, "people/ada", ADA, "--visibility", "world")
     cwd = os.getcwd()

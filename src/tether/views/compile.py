@@ -98,8 +98,13 @@ def compile_view(
     elif before == new:
         status = "unchanged"
     else:
-        mode = NEW_FILE_MODE if before is None else real.stat().st_mode & 0o777
-        write_atomic(real, new.encode("utf-8"), mode=mode)
+        try:
+            mode = NEW_FILE_MODE if before is None else real.stat().st_mode & 0o777
+            write_atomic(real, new.encode("utf-8"), mode=mode)
+        except OSError as exc:
+            raise BadInputError(
+                f"{path}: cannot write: {exc.strerror or exc}; the file was not changed"
+            ) from None
         status = "written"
     return ViewReport(
         target=target,
