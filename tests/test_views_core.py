@@ -229,6 +229,8 @@ NONE = Blocklist()
         ("or (555) 123-4567", "phone"),
         ("card 4111 1111 1111 1111 exp 12/29", "payment-card"),
         ("ssn 123-45-6789", "us-ssn"),
+        ("rent to GB82 WEST 1234 5698 7654 32 monthly", "iban"),
+        ("IBAN DE89370400440532013000.", "iban"),
         ("key " + "ghp_" + "A1b2C3d4E5f6G7h8I9j0" + "K1l2M3n4O5p6Q7r8", "github-token"),
     ],
 )
@@ -246,6 +248,7 @@ def test_personal_data_and_secrets_are_found_by_shape(text: str, rule: str) -> N
         "we lived there 1999-2003; version 1.2.3.4; +1 to that",
         "ssn-like 000-12-3456 and 666-12-3456 were never issued",
         "0000 0000 0000 0000 is no card",
+        "GB82 WEST 1234 5698 7654 33 fails mod 97; ISO 8601 and AB12 are no IBAN",
     ],
 )
 def test_prose_with_numbers_is_not_personal_data(text: str) -> None:

@@ -4,8 +4,9 @@ owner's blocklist names. Pure: the allow-list and blocklist are passed in.
 Personal data is found by shape, each shape checked the way its issuer checks it, so
 prose with numbers in it is not flagged: an email address; a phone number written as
 one (``+`` and a country code, or the North American ``(555) 123-4567`` form); a payment
-card number (13 to 19 digits that pass the Luhn check); a US social security number
-(``123-45-6789`` outside the ranges never issued).
+card number (13 to 19 digits that pass the Luhn check); an IBAN (country, check digits
+and account, 15 to 34 characters, passing the ISO 7064 mod-97 check); a US social
+security number (``123-45-6789`` outside the ranges never issued).
 
 The blocklist (``<home>/.tether-scan-blocklist``) has one entry a line: a word or phrase,
 matched case-insensitively as whole words, or ``re:`` and a Python regular expression;
@@ -45,6 +46,7 @@ _PHONE = re.compile(
     r"|\(\d{3}\)[ .-]?\d{3}[ .-]\d{4}|\d{3}[.-]\d{3}[.-]\d{4})(?![\w])"
 )
 _CARD = re.compile(r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w])")
+_IBAN = re.compile(r"(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![\w])")
 _SSN = re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])")
 
 
@@ -56,6 +58,15 @@ def _luhn(digits: str) -> bool:
             d = d * 2 - 9 if d > 4 else d * 2
         total += d
     return total % 10 == 0
+
+
+def _iban_ok(text: str) -> bool:
+    """ISO 13616: 15 to 34 characters; moved to the end, letters as 10..35, mod 97 is 1."""
+    compact = text.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in moved)) % 97 == 1
 
 
 def _phone_ok(text: str) -> bool:
@@ -70,6 +81,7 @@ def _card_ok(text: str) -> bool:
 _PERSONAL: tuple[tuple[str, re.Pattern[str], Callable[[str], bool] | None], ...] = (
     ("email", _EMAIL, None),
     ("payment-card", _CARD, _card_ok),
+    ("iban", _IBAN, _iban_ok),
     ("us-ssn", _SSN, None),
     ("phone", _PHONE, _phone_ok),
 )
