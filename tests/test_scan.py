@@ -7,11 +7,12 @@ a leaked credential to other scanners.
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, example, given
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from tether.errors import AllowListError
 from tether.scan import RULE_IDS, fingerprint, load_allow, marker, redact, redact_bytes, scan
+from tether.scan.secrets import redact_many
 
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
 AWS_SESSION_KEY = "ASIA" + "Z2Y3X4W5V6U7T8S9"
@@ -261,3 +262,13 @@ def test_embedded_password_value_never_survives(prefix: str, suffix: str, value:
     assume(value not in prefix and value not in suffix)
     out = redact(f'{prefix}\nDB_PASSWORD = "{value}"{suffix}').text
     assert value not in out
+
+
+@settings(max_examples=400)
+@given(st.lists(texts | st.sampled_from([PEM, PEM_BODY, "\x00", "a\x00b", ""]), max_size=12))
+@example([PEM.split("-----END")[0], "-----END RSA PRIVATE KEY-----", "plain"])
+@example(["token = ", f"'{AWS_KEY}'", f"password = 'x{AWS_KEY}'"])
+def test_redact_many_is_redacting_each_text_alone(rows: list[str]) -> None:
+    assert redact_many(rows) == [redact(r).text for r in rows]
+    allow = frozenset(fingerprint(s) for s in SECRETS[:3])
+    assert redact_many(rows, allow=allow) == [redact(r, allow=allow).text for r in rows]

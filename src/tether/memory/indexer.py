@@ -29,7 +29,7 @@ from tether.ids import is_session_id, session_id
 from tether.ports import IndexCursor, LogField, LogRow, Store
 from tether.records import Assistant, LogRecord, ToolCall, ToolResult, ToolSummary, User
 from tether.scan.allow import home_allow
-from tether.scan.secrets import redact
+from tether.scan.secrets import redact_many
 from tether.sessions import files
 from tether.sessions.session import SESSIONS_DIR, Session
 
@@ -113,11 +113,16 @@ def _rows(
                     epoch=epoch,
                     turn=turn,
                     field=kind,
-                    text=redact(text, allow=allow).text,
+                    text=text,
                     tainted=row_tainted,
                     time=r.time,
                 )
             )
+    clean = redact_many([row.text for row in rows], allow=allow)
+    rows = [
+        row if text is row.text else msgspec.structs.replace(row, text=text)
+        for row, text in zip(rows, clean, strict=True)
+    ]
     return rows, turn, tainted
 
 

@@ -36,9 +36,10 @@ SHA-256 of the matched secret's UTF-8 bytes (for ``password = "x"`` that is the 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tether.errors import AllowListError
@@ -369,6 +370,39 @@ def redact(text: str, *, allow: frozenset[str] = frozenset()) -> Redaction:
         return Redaction(text, (), {}, allowed)
     out, counts = _apply(data, spans)
     return Redaction(out.decode(), _findings(text, data, spans), counts, allowed)
+
+
+#: Between the texts of ``redact_many``: no rule matches a NUL, and the line breaks
+#: around it end a text for every rule as the end of the string does.
+_SEPARATOR = b"\n\x00\n"
+
+
+def redact_many(texts: Sequence[str], *, allow: frozenset[str] = frozenset()) -> list[str]:
+    """``[redact(t, allow=allow).text for t in texts]``, in one scan.
+
+    The texts are scanned joined, which costs the same per byte and nothing per text (a
+    short chat line costs ten times less). A text that any hit touches (or that a hit
+    runs across, such as a private key block cut over two texts) is then redacted on its
+    own, so the result is exactly that of redacting each text alone. Texts holding a
+    NUL are redacted one by one.
+    """
+    if not texts:
+        return []
+    if any("\x00" in t for t in texts):
+        return [redact(t, allow=allow).text for t in texts]
+    encoded = [t.encode() for t in texts]
+    starts: list[int] = []
+    offset = 0
+    for e in encoded:
+        starts.append(offset)
+        offset += len(e) + len(_SEPARATOR)
+    hits, _ = _hits(_SEPARATOR.join(encoded), allow)
+    touched: set[int] = set()
+    for start, end, _rank in hits:
+        first = bisect.bisect_right(starts, start) - 1
+        last = bisect.bisect_right(starts, max(start, end - 1)) - 1
+        touched.update(range(max(first, 0), last + 1))
+    return [redact(t, allow=allow).text if n in touched else t for n, t in enumerate(texts)]
 
 
 def redact_bytes(data: bytes, *, allow: frozenset[str] = frozenset()) -> RedactedBytes:
