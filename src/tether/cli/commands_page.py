@@ -19,6 +19,7 @@ from tether.errors import BadInputError, NotFoundError
 from tether.ids import page_slug
 from tether.memory.pages import Visibility, remove_page, render, write_page
 from tether.ports import Page
+from tether.sessions.files import read_user_text
 
 
 def page_json(page: Page, *, body: bool = True) -> dict[str, Any]:
@@ -40,14 +41,10 @@ def _body(file: Path | None) -> str:
         if file is None and sys.stdin.isatty():
             raise BadInputError("give the page's body with --file PATH, or on stdin")
         return sys.stdin.read()
-    try:
-        return file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(f"no file {file}") from None
-    except UnicodeDecodeError:
-        raise BadInputError(f"{file}: not UTF-8 text") from None
-    except OSError as exc:
-        raise BadInputError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    text = read_user_text(file)
+    if text is None:
+        raise NotFoundError(f"no file {file}")
+    return text
 
 
 @click.group("page")

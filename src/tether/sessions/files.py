@@ -1,4 +1,5 @@
-"""File primitives: atomic writes, durable appends under a lock, strict JSONL reads."""
+"""File primitives: atomic writes, durable appends under a lock, strict JSONL reads, and
+reading a text file the user named."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from tether.errors import CorruptLogError
+from tether.errors import BadInputError, CorruptLogError
 from tether.records import LogRecord
 
 _encoder = msgspec.json.Encoder()
@@ -25,6 +26,21 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_user_text(path: Path) -> str | None:
+    """A UTF-8 text file the user named; None when there is none. Anything else that
+    keeps it from being read is one BadInputError naming the path."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path}: not UTF-8 text") from None
+    except IsADirectoryError:
+        raise BadInputError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:

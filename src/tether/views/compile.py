@@ -22,7 +22,7 @@ from tether.errors import BadInputError
 from tether.ports import Store
 from tether.scan.allow import ALLOW_FILE, home_allow, home_blocklist
 from tether.scan.sensitive import Sensitive, first_sensitive
-from tether.sessions.files import write_atomic
+from tether.sessions.files import read_user_text, write_atomic
 
 Status = Literal["written", "unchanged", "current", "stale"]
 NEW_FILE_MODE = 0o644
@@ -52,19 +52,6 @@ class ViewReport:
     allow_file: Path
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError:
-        raise BadInputError(f"{path}: not UTF-8 text; the file was not changed") from None
-    except IsADirectoryError:
-        raise BadInputError(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 def compile_view(
     home: Path,
     store: Store,
@@ -87,7 +74,7 @@ def compile_view(
     left.extend(LeftOut(slug, "budget") for slug in packed.over_budget)
 
     real = Path(os.path.realpath(path))
-    before = _read(real)
+    before = read_user_text(real)
     if target == "codex":
         new = views.splice(before, packed.text, str(path))
         used = tokens.count(views.managed(packed.text))
