@@ -6,8 +6,9 @@
     ├── BadInputError                exit 2: the user gave us something we cannot use
     │   ├── ConfigError              tether.toml (file, dotted key, what was expected)
     │   ├── InvalidIdError           a session id (or other name) outside its grammar
-    │   ├── AllowListError           a .tether-scan-allow line that is no fingerprint (file, line)
-    │   ├── BlocklistError           a .tether-scan-blocklist line that cannot be used (file, line)
+    │   ├── ScanFileError            a line of a home's scan file that cannot be used (file, line)
+    │   │   ├── AllowListError       ... of .tether-scan-allow: no fingerprint
+    │   │   └── BlocklistError       ... of .tether-scan-blocklist: no usable term or pattern
     │   ├── SecretInInputError       text for memory that holds a secret (what, line, rule)
     │   ├── ManagedBlockError        AGENTS.md's tether block markers are malformed (file, line)
     │   ├── ImportFormatError        a line of an import file (file and line)
@@ -86,11 +87,11 @@ class InvalidIdError(BadInputError):
         self.value = value
 
 
-class AllowListError(BadInputError):
-    """A line of a scan allow-list (``.tether-scan-allow``) that is not a fingerprint.
+class ScanFileError(BadInputError):
+    """A line of one of the home's scan files that cannot be used (file, line, problem).
 
-    Refused rather than skipped: a typo would otherwise keep a reviewed false positive
-    redacted with no hint why.
+    Refused rather than skipped: a skipped line would silently change what is redacted
+    or kept out.
     """
 
     def __init__(self, source: Path | str, line: int, problem: str) -> None:
@@ -100,15 +101,14 @@ class AllowListError(BadInputError):
         self.problem = problem
 
 
-class BlocklistError(BadInputError):
-    """A line of the owner's blocklist (``.tether-scan-blocklist``) that cannot be used:
-    refused rather than skipped, or a term the owner meant to keep out would get out."""
+class AllowListError(ScanFileError):
+    """A line of a scan allow-list (``.tether-scan-allow``) that is not a fingerprint: a
+    typo would otherwise keep a reviewed false positive redacted with no hint why."""
 
-    def __init__(self, source: Path | str, line: int, problem: str) -> None:
-        super().__init__(f"{source}:{line}: {problem}")
-        self.source = str(source)
-        self.line = line
-        self.problem = problem
+
+class BlocklistError(ScanFileError):
+    """A line of the owner's blocklist (``.tether-scan-blocklist``) that cannot be used:
+    a term the owner meant to keep out would otherwise get out."""
 
 
 class SecretInInputError(BadInputError):
