@@ -169,3 +169,28 @@ def test_kill_switch_overrides_enabled(home: Path) -> None:
         not (home / "tether.db").exists()
         or json.loads(run(home, "sweep", "status", "--json").stdout)["owners"] == []
     )
+
+
+def test_run_reports_redactions_and_a_broken_allow_file_stops_it(home: Path) -> None:
+    _enable(home)
+    added = run(home, "owner", "add", "alice", "--tz", "UTC", now="2026-11-01T08:00:00+00:00")
+    assert added.returncode == 0, added.stderr
+    store = SqliteSweepStore(home / "tether.db")
+    try:
+        o = owners.get(store, "alice")
+    finally:
+        store.close()
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" + "K1l2M3n4O5p6Q7r8"
+    write_stage(home, day_packet(o, date(2026, 10, 31), (fact("ci", text=f"ci uses {token}"),)))
+    (home / ".tether-scan-allow").write_text("not-a-fingerprint\n")
+    broken = run(home, "sweep", "run", "--owner", "alice")
+    assert broken.returncode == 2
+    assert ".tether-scan-allow:1: expected a 64-hex-digit" in broken.stderr
+    assert "Traceback" not in broken.stderr
+    assert json.loads(run(home, "sweep", "status", "--json").stdout)["owners"][0]["cursor"] is None
+    (home / ".tether-scan-allow").write_text("# reviewed\n")
+    out = run(home, "sweep", "run", "--owner", "alice")
+    assert out.returncode == 0, out.stderr
+    assert "1 days complete, 1 candidates, 1 writes, 1 secrets redacted" in out.stdout
+    [held] = json.loads(run(home, "sweep", "facts", "alice", "--json").stdout)
+    assert held["text"] == "ci uses [REDACTED:github-token]"

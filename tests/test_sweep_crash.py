@@ -131,6 +131,29 @@ def test_crash_after_apply_then_next_day_takeover(home: Path) -> None:
     assert "home" not in again.stdout
 
 
+def test_a_secret_in_a_fact_survives_a_crash_redacted_and_once(home: Path) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" + "K1l2M3n4O5p6Q7r8"
+    stage(home, D0, fact("deploy", text=f"deploy token {token}"), fact("pet"))
+    out = tether(home, "sweep", "run", TETHER_CRASH_AT="sweep-after-apply")
+    assert out.returncode == -9, out.stderr
+    stage(home, D1, fact("car"))
+    again = tether(home, "sweep", "run", "--json", now=DAY2)
+    assert again.returncode == 0, again.stderr
+    assert '"applied_earlier":1' in again.stdout
+    s = state(home)
+    assert_no_duplicates(s)
+    assert [f.text for f in s["facts"] if f.entity == "deploy"] == [
+        "deploy token [REDACTED:github-token]"
+    ]
+    assert all(r.state == "committed" for r in s["receipts"])
+    # Only the backend's own staging file holds the token: no byte of tether's files
+    # (the database, its WAL, telemetry) does.
+    staging = home / "sweep" / "staging"
+    kept = [p for p in home.rglob("*") if p.is_file() and staging not in p.parents]
+    assert any(p.name.startswith("tether.db") for p in kept)
+    assert not [p for p in kept if token.encode() in p.read_bytes()]
+
+
 def test_apply_racing_owner_deletion(
     home: Path, pause_dir: Path, procs: list[subprocess.Popen[str]]
 ) -> None:

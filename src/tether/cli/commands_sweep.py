@@ -26,6 +26,7 @@ from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
 from tether.errors import BadInputError, NotFoundError, StoreError
+from tether.scan.allow import home_allow
 from tether.stores.sqlite_sweep import SqliteSweepStore
 from tether.sweep import cursor, owners
 from tether.sweep.producer import StagingPacketReader
@@ -166,6 +167,7 @@ def sweep_run(
     chosen = [owners.owner_id(o) for o in owner_ids] or None
     moment = now()
     claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    allow = home_allow(ctx.home)  # a broken allow file stops the run before any write
     with sweep_store(ctx) as store:
         if config.enabled and not config.kill_switch:
             owners.ensure_default(store, moment)
@@ -177,6 +179,7 @@ def sweep_run(
             config=config,
             cohort=members(config.cohort),
             claimant=claimant,
+            allow=allow,
         )
         report = runner.run(moment, chosen, parsed)
     out = report_json(report)
@@ -214,8 +217,10 @@ def _print_report(report: Any) -> None:
         for d, reason in o.refused_dates:
             click.echo(f"  {d} not swept ({reason})")
     t = report.totals()
+    redacted = f", {t['redacted']} secrets redacted" if t["redacted"] else ""
     click.echo(
-        f"{t['days_complete']} days complete, {t['candidates']} candidates, {t['writes']} writes"
+        f"{t['days_complete']} days complete, {t['candidates']} candidates, "
+        f"{t['writes']} writes{redacted}"
     )
 
 

@@ -30,7 +30,7 @@ from tether.core.sweep.packet import (
 from tether.core.sweep.state import Cursor, Owner, StagedPacket
 from tether.core.sweep.windows import plan_dates, window_for
 from tether.ports import SweepStore
-from tether.sweep import apply, cursor, receipts
+from tether.sweep import apply, cursor, receipts, redaction
 from tether.sweep.fence import DayContext, fence
 from tether.sweep.producer import Incomplete, Producer
 from tether.testing.crash import crash_point
@@ -63,6 +63,7 @@ class DayResult(msgspec.Struct, kw_only=True):
     reason: str | None = None
     candidates: int = 0
     writes: int = 0
+    redacted: int = 0  # secrets replaced in the day's candidates by this run
     reasons: dict[str, int] = msgspec.field(default_factory=dict)
 
 
@@ -86,6 +87,7 @@ class RunReport(msgspec.Struct, kw_only=True):
             "days_complete": sum(d.status == "complete" for d in days),
             "candidates": sum(d.candidates for d in days),
             "writes": sum(d.writes for d in days),
+            "redacted": sum(d.redacted for d in days),
         }
 
     @property
@@ -103,6 +105,7 @@ class Runner:
         cohort: CohortResolver,
         claimant: str,
         lease: timedelta = receipts.DEFAULT_LEASE,
+        allow: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
         self.producer = producer
@@ -110,6 +113,7 @@ class Runner:
         self.cohort = cohort
         self.claimant = claimant
         self.lease = lease
+        self.allow = allow  # reviewed secret fingerprints (``.tether-scan-allow``)
 
     def run(
         self, now: datetime, owners: Sequence[str] | None = None, dates: Sequence[date] = ()
@@ -167,7 +171,7 @@ class Runner:
         ctx = DayContext.of(owner, window_for(owner.timezone_name, day))
         result = DayResult(local_date=day.isoformat(), status="complete")
         try:
-            packet = self._packet(owner, ctx, now)
+            packet = self._packet(owner, ctx, now, result)
             if isinstance(packet, Incomplete):
                 result.status, result.reason = "incomplete", packet.reason
                 return result, current
@@ -182,8 +186,11 @@ class Runner:
             result.status, result.reason = "fenced", exc.reason
         return result, current
 
-    def _packet(self, owner: Owner, ctx: DayContext, now: datetime) -> DailySweepInput | Incomplete:
-        """The day's durable stage; produced, validated and staged first if absent."""
+    def _packet(
+        self, owner: Owner, ctx: DayContext, now: datetime, result: DayResult
+    ) -> DailySweepInput | Incomplete:
+        """The day's durable stage; produced, redacted, validated and staged first if
+        absent (see ``sweep.redaction``)."""
         window = ctx.window
         args = (owner.id, window.local_date, ctx.source_generation, window.window_id)
         with self.store.transaction(write=False) as tx:
@@ -192,6 +199,7 @@ class Runner:
             produced = self.producer.produce(owner, window)
             if isinstance(produced, Incomplete):
                 return produced
+            produced, result.redacted = redaction.redact_packet(produced, self.allow)
             self._validate(produced, ctx)
             data = encode_packet(produced)
             with self.store.transaction() as tx:
@@ -237,7 +245,9 @@ class Runner:
                         triggers[t.id] = TriggerState(
                             t.authority, t.condition, t.provenance, t.active
                         )
-        if not within_write_bound(plan_day(packet.candidates, slots, triggers)):
+        # Planned over what apply will write (a stage kept in clear is redacted there).
+        planned = tuple(redaction.redact_candidate(c, self.allow)[0] for c in packet.candidates)
+        if not within_write_bound(plan_day(planned, slots, triggers)):
             raise PacketError("too_many_writes")
 
     def _apply_packet(
@@ -269,8 +279,11 @@ class Runner:
                 break
             crash_point("sweep-after-claim")
             pause_point("sweep-after-claim")
+            # A no-op for a stage this version wrote; the receipt's digest stays the stage's.
+            clean, n = redaction.redact_candidate(candidate, self.allow)
+            result.redacted += n
             code = apply.apply_candidate(
-                self.store, ctx, held.receipt_id, candidate, claimant=self.claimant, now=now
+                self.store, ctx, held.receipt_id, clean, claimant=self.claimant, now=now
             )
             reasons[code] += 1
             crash_point("sweep-after-apply")

@@ -62,6 +62,7 @@ REASONS = frozenset(
         "unknown_source",
         "bad_trigger_condition",
         "forbidden_payload",
+        "secret_in_key",
         # receipts
         "busy",
         "digest_mismatch",
