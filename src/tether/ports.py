@@ -8,10 +8,10 @@ contract and pass the same tests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import date, datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -112,6 +112,18 @@ class JournalEntry(msgspec.Struct, frozen=True):
     id: int = 0
 
 
+class TextCell(msgspec.Struct, frozen=True):
+    """One stored memory text (``Store.read_cells``): where it is and what it holds."""
+
+    kind: str  # note, page, journal, fact, sweep-journal, trigger, stage
+    table: str
+    column: str
+    key: tuple[Any, ...]  # the row's key columns, as stored
+    name: str  # the row as messages name it: a note id, a page slug, owner/date ...
+    text: str
+    busy: bool = False  # a staged day the sweep is in the middle of: must not change
+
+
 class RecallStat(msgspec.Struct, frozen=True):
     ref: str
     count: int
@@ -163,6 +175,16 @@ class Store(Protocol):
 
     def delete_page(self, slug: str) -> Page | None:
         """Remove a page and its index row; the page as it was, or None if none."""
+
+    # -- the stored text of memory, for the secret scan ---------------------------------
+    def read_cells(self, visit: Callable[[TextCell], None]) -> None:
+        """Call ``visit`` with every non-empty stored memory text (notes, pages, the
+        journals, sweep facts, triggers and stages), in batches."""
+
+    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[int, bool]:
+        """Replace the cells that still hold the text they were read with, in one
+        transaction, zeroing what is freed; then truncate the write-ahead log. How many
+        changed, and whether the log was truncated (a reader may keep it)."""
 
     # -- identity entries and sweep facts, mirrored into the index ----------------------
     def identity_stamp(self) -> str | None:

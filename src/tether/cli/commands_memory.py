@@ -1,4 +1,4 @@
-"""``tether memory show|journal|add|remove|note`` (the owner's view and edits)."""
+"""``tether memory show|journal|add|remove|note|scan`` (the owner's view and edits)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from tether.cli.context import (
 )
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
+from tether.memory.secret_scan import ScanReport, scan_memory
+from tether.scan.allow import ALLOW_FILE, home_allow
 
 
 def _now() -> datetime:
@@ -101,5 +103,71 @@ def note_cmd(ctx: Context, text: str, redact: bool) -> None:
     click.echo(f"wrote note {note.id}")
 
 
-MEMORY_COMMANDS = [show_cmd, journal_cmd, add_cmd, remove_cmd, note_cmd]
+@click.command("scan")
+@click.option(
+    "--redact", "fix", is_flag=True, help="Replace each secret found with [REDACTED:<rule>]."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
+    """Find secrets already in durable memory: memory.md, notes, pages, the journals,
+    sweep facts, triggers and staged packets. Exit 1 while any is left in clear.
+
+    Each is named by place, line, rule and fingerprint, never shown. --redact rewrites
+    each place in step with the writers, and zeroes the old text in the store."""
+    allow = home_allow(ctx.home)  # a broken allow file: exit 2 before anything is read
+    with ctx.store() as store:
+        report = scan_memory(Identity(ctx.home, store), store, allow=allow, fix=fix, time=_now())
+    if as_json:
+        echo_json(
+            {
+                "secrets": [
+                    {
+                        "kind": p.kind,
+                        "where": p.where,
+                        "line": p.line,
+                        "rule": p.rule,
+                        "fingerprint": p.fingerprint,
+                        "redacted": p.redacted,
+                        "left": p.left,
+                    }
+                    for p in report.places
+                ],
+                "redacted": len(report.places) - report.remaining,
+                "left": report.remaining,
+                "log_truncated": report.log_truncated,
+            }
+        )
+    else:
+        _print_scan(ctx, report, fix)
+    if report.remaining:
+        raise click.exceptions.Exit(1)
+
+
+def _print_scan(ctx: Context, report: ScanReport, fix: bool) -> None:
+    if not report.places:
+        click.echo("no secret in durable memory")
+        return
+    for p in report.places:
+        state = ": redacted" if p.redacted else f": left ({p.left})" if p.left else ""
+        click.echo(f"{p.where} line {p.line}: {p.rule}, fingerprint {p.fingerprint}{state}")
+    total = counted(len(report.places), "secret", "secrets")
+    allow = ctx.home / ALLOW_FILE
+    if not fix:
+        click.echo(
+            f"{total} in durable memory. `tether memory scan --redact` replaces each with "
+            f"[REDACTED:<rule>]; a reviewed false positive is allowed by its fingerprint "
+            f"on a line of {allow}."
+        )
+        return
+    click.echo(f"{len(report.places) - report.remaining} of {total} redacted.")
+    if report.log_truncated is False:
+        click.echo(
+            "note: a reader kept the store's write-ahead log from being truncated; the old "
+            "text is gone from the database but may stay in tether.db-wal until the next "
+            "checkpoint (stop `tether serve` and scan again to be sure)."
+        )
+
+
+MEMORY_COMMANDS = [show_cmd, journal_cmd, add_cmd, remove_cmd, note_cmd, scan_cmd]
 COMMANDS: list[click.Command] = []

@@ -45,6 +45,7 @@ MEMORY_COMMANDS: Mapping[str, str] = {
     "add": "commands_memory",
     "remove": "commands_memory",
     "note": "commands_memory",
+    "scan": "commands_memory",
     "tiers": "commands_jobs",
 }
 

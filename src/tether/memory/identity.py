@@ -167,6 +167,29 @@ class Identity:
             )
         return Entry(entry_id(text), text)
 
+    def redact(self, allow: frozenset[str], *, who: str, time: datetime, expect: str) -> int:
+        """Rewrite memory.md with every secret redacted, if it still reads ``expect``
+        (the text the caller scanned; an edit meanwhile leaves it alone: 0). The journal
+        says how many were replaced, never what they were."""
+        with self._locked():
+            current = self.text()
+            if current != expect:
+                return 0
+            done = redact(current, allow=allow)
+            if not done.findings:
+                return 0
+            self._write(done.text)
+            rules = ", ".join(sorted(done.counts))
+            self._journal(
+                "redact",
+                before=None,
+                after=f"{done.total} redacted ({rules})",
+                who=who,
+                session=None,
+                time=time,
+            )
+            return done.total
+
 
 def _pick(markdown: str, ids: Sequence[str]) -> list[Entry]:
     """The entries named by ``ids``, in that order; any unknown id refuses the edit."""

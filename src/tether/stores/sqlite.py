@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -48,7 +48,9 @@ from tether.ports import (
     Note,
     Page,
     RecallStat,
+    TextCell,
 )
+from tether.stores import sqlite_cells as cells
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import AFTER, MIGRATIONS, statements
@@ -313,6 +315,20 @@ class SqliteStore(SqliteFile):
         return _page(row)
 
     # -- identity and sweep facts, mirrored into the index (``sqlite_mirror``) ------------
+
+    # -- the stored text of memory ----------------------------------------------------
+
+    def read_cells(self, visit: Callable[[TextCell], None]) -> None:
+        with self._read("reading the memory's text") as c:
+            cells.read_cells(c, visit)
+
+    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[int, bool]:
+        with self._write("rewriting the memory's text") as c:
+            c.execute("PRAGMA secure_delete = ON")  # the old text is zeroed, not just freed
+            changed = cells.rewrite_cells(c, edits)
+        with self._read("truncating the write-ahead log") as c:
+            c.execute("PRAGMA secure_delete = OFF")
+            return changed, cells.truncate_wal(c)
 
     def identity_stamp(self) -> str | None:
         with self._read("reading the identity stamp") as c:

@@ -28,7 +28,7 @@ from tether.core.sweep.packet import Candidate, DailySweepInput, FactCandidate
 from tether.scan.secrets import redact, scan
 
 
-def _condition(value: Any, allow: frozenset[str]) -> tuple[Any, int]:
+def redact_condition(value: Any, allow: frozenset[str]) -> tuple[Any, int]:
     """``value`` (a raw trigger condition) with every string redacted; keys stay."""
     if isinstance(value, str):
         r = redact(value, allow=allow)
@@ -37,11 +37,11 @@ def _condition(value: Any, allow: frozenset[str]) -> tuple[Any, int]:
         out: dict[Any, Any] = {}
         total = 0
         for k, v in value.items():
-            out[k], n = _condition(v, allow)
+            out[k], n = redact_condition(v, allow)
             total += n
         return out, total
     if isinstance(value, list | tuple):
-        items = [_condition(v, allow) for v in value]
+        items = [redact_condition(v, allow) for v in value]
         return type(value)(v for v, _ in items), sum(n for _, n in items)
     return value, 0
 
@@ -60,7 +60,7 @@ def redact_candidate(candidate: Candidate, allow: frozenset[str]) -> tuple[Candi
         if not r.total:
             return candidate, 0
         return msgspec.structs.replace(candidate, text=r.text), r.total
-    condition, n = _condition(candidate.condition, allow)
+    condition, n = redact_condition(candidate.condition, allow)
     if not n:
         return candidate, 0
     return msgspec.structs.replace(candidate, condition=condition), n

@@ -1,0 +1,172 @@
+"""``tether memory scan``: find, and on request redact, secrets already in durable memory.
+
+Writers of memory screen what they write (``tether.scan.screen``), but a home can hold
+text that never went through them: memory.md edited by hand, notes, pages and sweep facts
+written by a version of tether that did not screen, a journal that kept the text before
+and after each edit, a fingerprint removed from the allow-list since. This scans all of
+it with the same rules and the home's allow-list:
+
+- ``memory.md`` (the identity, in every prompt: shown redacted, but kept as written);
+- in the store (``Store.read_cells``): notes, page titles and bodies, the memory journal,
+  sweep facts, the sweep journal, standing-trigger conditions, staged day packets.
+
+A place is reported by name, line, rule and fingerprint, never with the secret. With
+``redact``, each place is rewritten with ``[REDACTED:<rule>]`` where it still holds the
+text that was scanned (a write meanwhile is left alone and reported as left), the store's
+freed pages are zeroed and its write-ahead log truncated, and one journal entry says how
+many were replaced. Two places are left on purpose, each with its reason: a staged day the
+sweep is in the middle of (its receipts keep the stage's digests; the sweep redacts those
+candidates when it applies them) and a stage whose ids hold a secret (the sweep refuses
+that day). Session logs are not memory: they keep what was said (see docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tether.core.sweep.errors import ConditionError, PacketError
+from tether.core.sweep.packet import decode_packet, encode_packet
+from tether.core.sweep.triggers import compile_text
+from tether.memory.identity import Identity
+from tether.ports import JournalEntry, Store, TextCell
+from tether.scan.secrets import Finding, redact, scan
+from tether.sweep import redaction
+
+BUSY_STAGE = "the sweep is in the middle of this day; it redacts the candidates as it applies them"
+KEY_STAGE = "an id of this packet holds a secret; the sweep refuses the day (secret_in_key)"
+CHANGED = "it changed while the scan ran; scan again"
+
+
+@dataclass(frozen=True)
+class SecretPlace:
+    """Where one secret is: never the secret itself."""
+
+    kind: str  # identity, note, page, journal, fact, sweep-journal, trigger, stage
+    where: str  # "memory.md", "note 7", "page people/ada (body)", ...
+    line: int
+    rule: str
+    fingerprint: str
+    redacted: bool = False
+    left: str | None = None  # why it is still in clear after a redacting scan
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    places: tuple[SecretPlace, ...]
+    #: After a redacting scan: whether the store's write-ahead log was truncated (None
+    #: when nothing in the store was rewritten).
+    log_truncated: bool | None = None
+
+    @property
+    def remaining(self) -> int:
+        return sum(not p.redacted for p in self.places)
+
+
+def _where(cell: TextCell) -> str:
+    if cell.kind == "page":
+        return f"page {cell.name} ({cell.column})"
+    if cell.kind in ("journal", "sweep-journal"):
+        return f"{cell.kind.replace('-', ' ')} {cell.name} ({cell.column})"
+    return f"{cell.kind} {cell.name}"
+
+
+def _places(kind: str, where: str, text: str, found: list[Finding]) -> list[SecretPlace]:
+    return [
+        SecretPlace(kind, where, text.count("\n", 0, f.start) + 1, f.rule, f.fingerprint_in(text))
+        for f in found
+    ]
+
+
+def _redacted(cell: TextCell, allow: frozenset[str]) -> str | None:
+    """The cell's text with its secrets redacted; None where it must stay as it is."""
+    if cell.kind == "stage":
+        try:
+            packet, _ = redaction.redact_packet(decode_packet(cell.text.encode()), allow)
+        except PacketError:
+            return None
+        return encode_packet(packet).decode()
+    if cell.kind == "trigger":
+        raw: Any = json.loads(cell.text)
+        clean, _ = redaction.redact_condition(raw, allow)
+        try:
+            return compile_text(clean)
+        except ConditionError:
+            return None
+    return redact(cell.text, allow=allow).text
+
+
+def scan_memory(
+    identity: Identity,
+    store: Store,
+    *,
+    allow: frozenset[str],
+    fix: bool,
+    time: datetime,
+    who: str = "owner",
+) -> ScanReport:
+    """Every secret in durable memory (see the module doc); with ``fix``, redacted."""
+    places: list[SecretPlace] = []
+    text = identity.text()
+    found = scan(text, allow=allow)
+    mine = _places("identity", "memory.md", text, found)
+    if fix and found:
+        done = identity.redact(allow, who=who, time=time, expect=text) > 0
+        mine = [_with(p, done, None if done else CHANGED) for p in mine]
+    places += mine
+
+    edits: list[tuple[TextCell, str]] = []
+    held: list[tuple[TextCell, list[SecretPlace]]] = []
+
+    def visit(cell: TextCell) -> None:
+        hits = scan(cell.text, allow=allow)
+        if not hits:
+            return
+        at = _places(cell.kind, _where(cell), cell.text, hits)
+        if not fix:
+            places.extend(at)
+            return
+        if cell.busy:
+            places.extend(_with(p, False, BUSY_STAGE) for p in at)
+            return
+        new = _redacted(cell, allow)
+        if new is None or new == cell.text:
+            places.extend(_with(p, False, KEY_STAGE) for p in at)
+            return
+        edits.append((cell, new))
+        held.append((cell, at))
+
+    store.read_cells(visit)
+    if not edits:
+        return ScanReport(tuple(places))
+    changed, truncated = store.rewrite_cells(edits)
+    # A cell that changed between the read and the rewrite was left alone: find which by
+    # scanning again (rare; a second read is cheaper than tracking rows through SQL).
+    still: set[tuple[str, str, tuple[Any, ...]]] = set()
+    if changed < len(edits):
+        store.read_cells(
+            lambda c: still.add((c.table, c.column, c.key)) if scan(c.text, allow=allow) else None
+        )
+    for cell, at in held:
+        ok = (cell.table, cell.column, cell.key) not in still
+        places.extend(_with(p, ok, None if ok else CHANGED) for p in at)
+    store.journal_append(
+        JournalEntry(
+            time=time,
+            who=who,
+            session=None,
+            action="redact",
+            target="memory",
+            before=None,
+            after=f"{sum(len(a) for _, a in held)} secrets redacted in {changed} places",
+        )
+    )
+    return ScanReport(tuple(places), log_truncated=truncated)
+
+
+def _with(place: SecretPlace, redacted: bool, left: str | None) -> SecretPlace:
+    return SecretPlace(
+        place.kind, place.where, place.line, place.rule, place.fingerprint, redacted, left
+    )
