@@ -149,15 +149,29 @@ def sessions_group() -> None:
 
 @sessions_group.command("import")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tether", "claude-code"]),
+    default="tether",
+    show_default=True,
+    help="tether: lines of {session, role, text, time}; claude-code: a Claude Code "
+    "transcript (~/.claude/projects/*/*.jsonl).",
+)
 @pass_ctx
-def import_cmd(ctx: Context, file: Path) -> None:
-    """Import a JSONL file of {"session","role","text","time","speaker"?} lines.
+def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
+    """Import a JSONL file of {"session","role","text","time","speaker"?} lines, or a
+    Claude Code transcript (--format claude-code).
 
     The whole file is checked first: a bad line exits 2 naming file:line, and nothing is
     imported. Existing sessions are appended to; the home is indexed afterwards. Run it
     again after a crash or Ctrl-C to finish the import (nothing is written twice); run
-    again after it finished, it writes nothing.
+    again after it finished, it writes nothing. A transcript imported again adds only
+    the messages it gained since.
     """
+    if fmt == "claude-code":
+        _import_transcript(ctx, file)
+        return
     report = import_jsonl(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
     if report.already is not None:
         click.echo(
@@ -176,6 +190,26 @@ def import_cmd(ctx: Context, file: Path) -> None:
         f"{report.sessions_appended} appended; {counted(report.indexed_rows, 'row')} indexed"
     )
     _warn_unindexed(report.index_errors)
+
+
+def _import_transcript(ctx: Context, file: Path) -> None:
+    from tether.sessions.import_transcript import import_claude_code, skipped_words
+
+    report = import_claude_code(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
+    skipped = skipped_words(report.skipped)
+    into = ", ".join(report.sessions) or "no session"
+    if report.imported is None:
+        said = f"nothing new: the transcript's {counted(report.messages, 'message')} are in"
+        click.echo(f"{said} ({into})" + (f"; {skipped}" if skipped else ""))
+        return
+    r = report.imported
+    click.echo(
+        f"imported {report.new} of the transcript's {counted(report.messages, 'message')} "
+        f"({counted(r.turns, 'turn')}) into {into}; {counted(r.indexed_rows, 'row')} indexed"
+    )
+    if skipped:
+        click.echo(skipped)
+    _warn_unindexed(r.index_errors)
 
 
 COMMANDS = [sessions_group]

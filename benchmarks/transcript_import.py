@@ -1,0 +1,143 @@
+"""`tether sessions import --format claude-code` on a long transcript, beside the generic
+import of the same messages, in the same run.
+
+A synthetic Claude Code transcript in the real line format: N user/assistant exchanges,
+each assistant line with a text block and a tool call, each followed by a tool-result
+line (skipped by the reader), so 3N lines and 2N messages. Timed: the first import; the
+generic import of the same messages written as `tether` lines (the baseline: the work
+the transcript path adds is reading the transcript and comparing with the session); a
+re-import of the unchanged transcript (nothing new: read and compare only); and an
+import after 1% more exchanges. Prints one JSON line per figure.
+
+    .venv/bin/python benchmarks/transcript_import.py [--exchanges 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tether.home import init_home
+from tether.sessions.import_transcript import import_claude_code
+from tether.sessions.importer import import_jsonl
+
+START = datetime(2026, 11, 1, 9, tzinfo=UTC)
+SESSION = "4f1c2e7a-0b1d-4c55-9f00-1a2b3c4d5e6f"
+
+
+def stamp(n: int) -> str:
+    return (START + timedelta(seconds=n)).isoformat().replace("+00:00", "Z")
+
+
+def texts(i: int) -> tuple[str, str, dict[str, str]]:
+    """Exchange ``i``: the owner's words, the reply's text, the tool call's input."""
+    ask = f"step {i}: fix the failing assertion in tests/test_api_{i % 50}.py and rerun"
+    return (
+        ask,
+        f"Reading the test file for step {i} first.",
+        {"file_path": f"/src/tests/test_api_{i % 50}.py"},
+    )
+
+
+def exchange(i: int) -> list[dict[str, object]]:
+    t = 10 * i
+    ask, reply, args = texts(i)
+    common = {"sessionId": SESSION}
+    return [
+        {
+            "type": "user",
+            **common,
+            "timestamp": stamp(t),
+            "uuid": f"u{i}",
+            "message": {"role": "user", "content": ask},
+        },
+        {
+            "type": "assistant",
+            **common,
+            "timestamp": stamp(t + 2),
+            "uuid": f"a{i}",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": reply},
+                    {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": args},
+                ],
+            },
+        },
+        {
+            "type": "user",
+            **common,
+            "timestamp": stamp(t + 3),
+            "uuid": f"r{i}",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * 400}],
+            },
+        },
+    ]
+
+
+def write_transcript(path: Path, exchanges: range) -> None:
+    with path.open("a") as f:
+        for i in exchanges:
+            for record in exchange(i):
+                f.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+
+def write_generic(path: Path, exchanges: int) -> None:
+    """The same messages, as `tether sessions import` lines (what the baseline imports)."""
+    with path.open("w") as f:
+        for i in range(exchanges):
+            ask, reply, args = texts(i)
+            tool = "[tool Read] " + json.dumps(args, separators=(",", ":"))
+            for role, text, t in (
+                ("user", ask, stamp(10 * i)),
+                ("assistant", f"{reply}\n\n{tool}", stamp(10 * i + 2)),
+            ):
+                line = {"session": "generic", "role": role, "text": text, "time": t}
+                f.write(json.dumps(line) + "\n")
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--exchanges", type=int, default=5000)
+    args = parser.parse_args()
+    n = args.exchanges
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        transcript, generic = root / "t.jsonl", root / "g.jsonl"
+        write_transcript(transcript, range(n))
+        write_generic(generic, n)
+        a, b = root / "a", root / "b"
+        init_home(a)
+        init_home(b)
+        now = datetime.now(UTC)
+        first = timed(lambda: import_claude_code(a, transcript, now=now))
+        base = timed(lambda: import_jsonl(b, generic, now=now))
+        again = timed(lambda: import_claude_code(a, transcript, now=now))
+        write_transcript(transcript, range(n, n + max(1, n // 100)))
+        grown = timed(lambda: import_claude_code(a, transcript, now=now))
+    common = {"exchanges": n, "messages": 2 * n, "transcript_lines": 3 * n}
+    for figure, value in (
+        ("generic_import_s", base),
+        ("transcript_import_s", first),
+        ("transcript_over_generic", first / base),
+        ("reimport_unchanged_s", again),
+        ("reimport_after_1pct_growth_s", grown),
+    ):
+        print(json.dumps({"figure": figure, "value": round(value, 3), **common}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Adapters to other harnesses: their transcripts (and, later, their hooks)."""

@@ -1,0 +1,161 @@
+"""Reading Claude Code transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
+
+A transcript is one JSON object a line, appended to as the session goes. The lines that
+carry conversation are ``type: "user"`` and ``type: "assistant"``, each with a
+``sessionId``, a ``timestamp`` and a ``message`` whose ``content`` is a string or a list
+of blocks (``text``, ``tool_use``, ``tool_result``, ``thinking``, ``image``). Everything
+else is skipped and counted, never an error: summaries, ``system`` records (a
+``compact_boundary`` among them), file-history snapshots, record types a later Claude
+Code adds, a line that is not JSON or not an object (real files have them: a line cut by
+a crash, a test fixture's deliberate ``[]``).
+
+What becomes a message (``Message``), and why:
+
+- the owner's words: a user line's string content or its ``text`` blocks. A user line
+  that only carries ``tool_result`` blocks is the harness returning tool output: skipped
+  (the tool call it answers is kept, below);
+- the assistant's ``text`` blocks, and each ``tool_use`` as ``[tool NAME] INPUT`` (the
+  input as compact JSON, cut at ``TOOL_INPUT_CHARS``): the file paths and commands are
+  what a coding session is later searched for;
+- skipped: ``thinking`` blocks; ``isMeta`` lines (the harness's own notes);
+  ``isCompactSummary`` lines (Claude Code's summary at a compaction: the transcript
+  still holds everything it summarised); ``isSidechain`` lines (a subagent's own
+  conversation).
+
+Session ids become tether session ids (``session_id_for``): ``cc-`` and the id when it
+fits tether's grammar, else a readable part and a hash of the whole, so the same Claude
+Code session always lands in the same tether session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from tether.ids import is_session_id
+
+PREFIX = "cc-"
+TOOL_INPUT_CHARS = 300
+_NOT_ID = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class Message:
+    session: str  # the tether session id
+    role: Literal["user", "assistant"]
+    text: str
+    time: datetime  # UTC
+
+
+@dataclass
+class Transcript:
+    """The messages of a transcript by tether session (first-appearance order), and the
+    lines skipped, by reason."""
+
+    sessions: dict[str, list[Message]] = field(default_factory=dict)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def messages(self) -> int:
+        return sum(len(m) for m in self.sessions.values())
+
+
+def session_id_for(claude_session: str) -> str:
+    """The tether session id of a Claude Code session id (stable, always valid)."""
+    plain = f"{PREFIX}{claude_session}"
+    if is_session_id(plain):
+        return plain
+    readable = _NOT_ID.sub("-", claude_session.lower()).strip("-")[:40].strip("-")
+    digest = hashlib.sha256(claude_session.encode()).hexdigest()[:12]
+    return f"{PREFIX}{readable}-{digest}" if readable else f"{PREFIX}{digest}"
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return parsed.astimezone(UTC)
+
+
+def _tool_use(block: dict[str, Any]) -> str:
+    name = block.get("name")
+    args = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"))
+    if len(args) > TOOL_INPUT_CHARS:
+        args = args[:TOOL_INPUT_CHARS] + "…"
+    return f"[tool {name if isinstance(name, str) else '?'}] {args}"
+
+
+def _text(role: str, content: Any) -> str:
+    """The words of a message's content (see the module doc); "" when there are none."""
+    if isinstance(content, str):
+        return content.strip()
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"].strip())
+        elif kind == "tool_use" and role == "assistant":
+            parts.append(_tool_use(block))
+    return "\n\n".join(p for p in parts if p)
+
+
+def parse_line(raw: bytes) -> Message | str:
+    """One transcript line: its message, or why it is skipped (a short reason code)."""
+    if not raw.strip():
+        return "blank"
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return "not_json"
+    if not isinstance(record, dict):
+        return "not_an_object"
+    kind = record.get("type")
+    if kind not in ("user", "assistant"):
+        return "not_a_message"
+    for flag, reason in (
+        ("isMeta", "meta"),
+        ("isCompactSummary", "compact_summary"),
+        ("isSidechain", "sidechain"),
+    ):
+        if record.get(flag) is True:
+            return reason
+    session = record.get("sessionId")
+    if not isinstance(session, str) or not session:
+        return "no_session"
+    time = _time(record.get("timestamp"))
+    if time is None:
+        return "no_time"
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    text = _text(kind, content)
+    if not text:
+        return "tool_result" if kind == "user" and isinstance(content, list) else "no_text"
+    return Message(session_id_for(session), kind, text, time)
+
+
+def read_transcript(lines: Iterable[bytes]) -> Transcript:
+    """Every message of a transcript's lines, by session; skipped lines counted."""
+    out = Transcript()
+    for raw in lines:
+        parsed = parse_line(raw)
+        if isinstance(parsed, str):
+            if parsed != "blank":
+                out.skipped[parsed] += 1
+            continue
+        out.sessions.setdefault(parsed.session, []).append(parsed)
+    return out
