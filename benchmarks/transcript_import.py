@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tether.home import init_home
-from tether.sessions.import_transcript import import_claude_code
+from tether.sessions.import_transcript import import_transcript
 from tether.sessions.importer import import_jsonl
 
 START = datetime(2026, 11, 1, 9, tzinfo=UTC)
@@ -123,11 +123,11 @@ def main() -> None:
         init_home(a)
         init_home(b)
         now = datetime.now(UTC)
-        first = timed(lambda: import_claude_code(a, transcript, now=now))
+        first = timed(lambda: import_transcript(a, transcript, harness="claude-code", now=now))
         base = timed(lambda: import_jsonl(b, generic, now=now))
-        again = timed(lambda: import_claude_code(a, transcript, now=now))
+        again = timed(lambda: import_transcript(a, transcript, harness="claude-code", now=now))
         write_transcript(transcript, range(n, n + max(1, n // 100)))
-        grown = timed(lambda: import_claude_code(a, transcript, now=now))
+        grown = timed(lambda: import_transcript(a, transcript, harness="claude-code", now=now))
     common = {"exchanges": n, "messages": 2 * n, "transcript_lines": 3 * n}
     for figure, value in (
         ("generic_import_s", base),

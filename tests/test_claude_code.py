@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon_helpers import tether
-from tether.harnesses.claude_code import Message, parse_line, read_transcript, session_id_for
+from tether.harnesses.claude_code import parse_line, read_transcript, session_id_for
+from tether.harnesses.transcript import Message
 from tether.ids import is_session_id
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"

@@ -152,16 +152,17 @@ def sessions_group() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["tether", "claude-code"]),
+    type=click.Choice(["tether", "claude-code", "codex"]),
     default="tether",
     show_default=True,
     help="tether: lines of {session, role, text, time}; claude-code: a Claude Code "
-    "transcript (~/.claude/projects/*/*.jsonl).",
+    "transcript (~/.claude/projects/*/*.jsonl); codex: a Codex rollout "
+    "(~/.codex/sessions/*/*/*/rollout-*.jsonl).",
 )
 @pass_ctx
 def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
     """Import a JSONL file of {"session","role","text","time","speaker"?} lines, or a
-    Claude Code transcript (--format claude-code).
+    Claude Code transcript or Codex rollout (--format claude-code|codex).
 
     The whole file is checked first: a bad line exits 2 naming file:line, and nothing is
     imported. Existing sessions are appended to; the home is indexed afterwards. Run it
@@ -169,8 +170,8 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
     again after it finished, it writes nothing. A transcript imported again adds only
     the messages it gained since.
     """
-    if fmt == "claude-code":
-        _import_transcript(ctx, file)
+    if fmt != "tether":
+        _import_transcript(ctx, file, fmt)
         return
     report = import_jsonl(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
     if report.already is not None:
@@ -192,10 +193,12 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
     _warn_unindexed(report.index_errors)
 
 
-def _import_transcript(ctx: Context, file: Path) -> None:
-    from tether.sessions.import_transcript import import_claude_code, skipped_words
+def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
+    from tether.sessions.import_transcript import import_transcript, skipped_words
 
-    report = import_claude_code(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
+    report = import_transcript(
+        ctx.home, file, harness=harness, now=datetime.now(UTC), config=ctx.config()
+    )
     skipped = skipped_words(report.skipped)
     into = ", ".join(report.sessions) or "no session"
     if report.imported is None:

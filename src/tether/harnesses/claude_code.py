@@ -15,7 +15,7 @@ What becomes a message (``Message``), and why:
   that only carries ``tool_result`` blocks is the harness returning tool output: skipped
   (the tool call it answers is kept, below);
 - the assistant's ``text`` blocks, and each ``tool_use`` as ``[tool NAME] INPUT`` (the
-  input as compact JSON, cut at ``TOOL_INPUT_CHARS``): the file paths and commands are
+  input as compact JSON, cut at ``transcript.TOOL_INPUT_CHARS``): the file paths and commands are
   what a coding session is later searched for;
 - skipped: ``thinking`` blocks; ``isMeta`` lines (the harness's own notes);
   ``isCompactSummary`` lines (Claude Code's summary at a compaction: the transcript
@@ -29,71 +29,24 @@ Code session always lands in the same tether session.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-from tether.ids import is_session_id
+from tether.harnesses.transcript import (
+    Message,
+    Transcript,
+    json_object,
+    tether_session,
+    tool_call,
+    utc_time,
+)
 
 PREFIX = "cc-"
-TOOL_INPUT_CHARS = 300
-_NOT_ID = re.compile(r"[^a-z0-9-]+")
-
-
-@dataclass(frozen=True)
-class Message:
-    session: str  # the tether session id
-    role: Literal["user", "assistant"]
-    text: str
-    time: datetime  # UTC
-
-
-@dataclass
-class Transcript:
-    """The messages of a transcript by tether session (first-appearance order), and the
-    lines skipped, by reason."""
-
-    sessions: dict[str, list[Message]] = field(default_factory=dict)
-    skipped: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def messages(self) -> int:
-        return sum(len(m) for m in self.sessions.values())
 
 
 def session_id_for(claude_session: str) -> str:
     """The tether session id of a Claude Code session id (stable, always valid)."""
-    plain = f"{PREFIX}{claude_session}"
-    if is_session_id(plain):
-        return plain
-    readable = _NOT_ID.sub("-", claude_session.lower()).strip("-")[:40].strip("-")
-    digest = hashlib.sha256(claude_session.encode()).hexdigest()[:12]
-    return f"{PREFIX}{readable}-{digest}" if readable else f"{PREFIX}{digest}"
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.astimezone(UTC)
-
-
-def _tool_use(block: dict[str, Any]) -> str:
-    name = block.get("name")
-    args = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"))
-    if len(args) > TOOL_INPUT_CHARS:
-        args = args[:TOOL_INPUT_CHARS] + "…"
-    return f"[tool {name if isinstance(name, str) else '?'}] {args}"
+    return tether_session(PREFIX, claude_session)
 
 
 def _text(role: str, content: Any) -> str:
@@ -110,20 +63,15 @@ def _text(role: str, content: Any) -> str:
         if kind == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"].strip())
         elif kind == "tool_use" and role == "assistant":
-            parts.append(_tool_use(block))
+            parts.append(tool_call(block.get("name"), block.get("input")))
     return "\n\n".join(p for p in parts if p)
 
 
 def parse_line(raw: bytes) -> Message | str:
     """One transcript line: its message, or why it is skipped (a short reason code)."""
-    if not raw.strip():
-        return "blank"
-    try:
-        record = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return "not_json"
-    if not isinstance(record, dict):
-        return "not_an_object"
+    record = json_object(raw)
+    if isinstance(record, str):
+        return record
     kind = record.get("type")
     if kind not in ("user", "assistant"):
         return "not_a_message"
@@ -137,7 +85,7 @@ def parse_line(raw: bytes) -> Message | str:
     session = record.get("sessionId")
     if not isinstance(session, str) or not session:
         return "no_session"
-    time = _time(record.get("timestamp"))
+    time = utc_time(record.get("timestamp"))
     if time is None:
         return "no_time"
     message = record.get("message")
@@ -152,10 +100,5 @@ def read_transcript(lines: Iterable[bytes]) -> Transcript:
     """Every message of a transcript's lines, by session; skipped lines counted."""
     out = Transcript()
     for raw in lines:
-        parsed = parse_line(raw)
-        if isinstance(parsed, str):
-            if parsed != "blank":
-                out.skipped[parsed] += 1
-            continue
-        out.sessions.setdefault(parsed.session, []).append(parsed)
+        out.add(parse_line(raw))
     return out

@@ -1,11 +1,11 @@
-"""``tether sessions import --format claude-code``: a Claude Code transcript, and what it
-gained since, into tether sessions.
+"""``tether sessions import --format claude-code|codex``: a harness transcript (a Claude
+Code transcript, a Codex rollout), and what it gained since, into tether sessions.
 
-A transcript grows as its session goes on, and Claude Code copies a session's earlier
+A transcript grows as its session goes on, and a harness may copy a session's earlier
 messages into the transcript of a session resumed from it, so importing must add only
-what a session lacks. Each Claude Code session lands in its own tether session
-(``cc-<id>``, ``harnesses.claude_code``), and a message is in it when a record of the same
-role, time (to the microsecond) and text is:
+what a session lacks. Each harness session lands in its own tether session (``cc-<id>``,
+``codex-<id>``: ``harnesses``), and a message is in it when a record of the same role,
+time (to the microsecond) and text is:
 
 - run again on the same transcript: nothing is written;
 - run after the transcript grew: only the new messages are appended;
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +32,8 @@ import msgspec
 
 from tether.config import Config
 from tether.errors import BadInputError, NotFoundError
-from tether.harnesses.claude_code import Message, read_transcript
+from tether.harnesses import claude_code, codex
+from tether.harnesses.transcript import Message, Transcript
 from tether.ports import Store
 from tether.records import Assistant, LogRecord, User
 from tether.sessions import files
@@ -105,16 +107,25 @@ def _read(path: Path) -> bytes:
         raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def import_claude_code(
+#: The transcript formats ``sessions import --format`` takes, and their readers.
+READERS: dict[str, Callable[[Iterable[bytes]], Transcript]] = {
+    "claude-code": claude_code.read_transcript,
+    "codex": codex.read_rollout,
+}
+
+
+def import_transcript(
     home: Path,
     path: Path,
     *,
+    harness: str,
     now: datetime,
     config: Config | None = None,
     store: Store | None = None,
 ) -> TranscriptReport:
-    """Import what ``path`` (a Claude Code transcript) holds that its sessions lack."""
-    transcript = read_transcript(_read(path).split(b"\n"))
+    """Import what ``path`` (a transcript of ``harness``, a key of ``READERS``) holds that
+    its sessions lack."""
+    transcript = READERS[harness](_read(path).split(b"\n"))
     skipped = dict(sorted(transcript.skipped.items()))
     folder = home / IMPORTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
