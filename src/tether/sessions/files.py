@@ -28,19 +28,28 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def read_user_text(path: Path) -> str | None:
-    """A UTF-8 text file the user named; None when there is none. Anything else that
-    keeps it from being read is one BadInputError naming the path."""
+def read_user_bytes(path: Path) -> bytes | None:
+    """A file the user named; None when there is none. Anything else that keeps it from
+    being read is one BadInputError naming the path."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes()
     except FileNotFoundError:
         return None
-    except UnicodeDecodeError:
-        raise BadInputError(f"{path}: not UTF-8 text") from None
     except IsADirectoryError:
         raise BadInputError(f"{path}: is a directory") from None
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_user_text(path: Path) -> str | None:
+    """A UTF-8 text file the user named (``read_user_bytes``), decoded."""
+    data = read_user_bytes(path)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path}: not UTF-8 text") from None
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:

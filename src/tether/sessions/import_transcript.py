@@ -31,7 +31,7 @@ from pathlib import Path
 import msgspec
 
 from tether.config import Config
-from tether.errors import BadInputError, NotFoundError
+from tether.errors import NotFoundError
 from tether.harnesses import claude_code, codex
 from tether.harnesses.transcript import Message, Transcript
 from tether.ports import Store
@@ -97,14 +97,10 @@ def _line(m: Message) -> bytes:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise NotFoundError(f"no transcript {path}") from None
-    except IsADirectoryError:
-        raise BadInputError(f"{path}: is a directory; name a transcript file (.jsonl)") from None
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    data = files.read_user_bytes(path)
+    if data is None:
+        raise NotFoundError(f"no transcript {path}")
+    return data
 
 
 #: The transcript formats ``sessions import --format`` takes, and their readers.
