@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -266,3 +269,48 @@ def test_a_missing_or_unreadable_transcript_is_a_clear_error(home: Path, tmp_pat
         code, said = run_import(home, locked)
         assert code == 2
         assert "cannot read" in said
+
+
+def documented_hooks() -> dict[str, str]:
+    """The hook commands docs/cli.md tells Claude Code users to install, by event."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    block = re.search(r"```json\n(\{\n  \"hooks\".*?)\n```", doc, flags=re.S)
+    assert block is not None, "docs/cli.md has no hooks block"
+    hooks = json.loads(block.group(1))["hooks"]
+    return {event: entries[0]["hooks"][0]["command"] for event, entries in hooks.items()}
+
+
+@needs_fixtures
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not on the PATH (the recipe uses it)")
+def test_the_documented_hooks_import_the_transcript_claude_code_hands_them(
+    home: Path, tmp_path: Path
+) -> None:
+    commands = documented_hooks()
+    assert set(commands) == {"PreCompact", "SessionEnd"}
+    transcript = tmp_path / "t.jsonl"
+    shutil.copy(SIMONW, transcript)
+    payload = json.dumps(
+        {
+            "session_id": "test-session-id",
+            "transcript_path": str(transcript),
+            "hook_event_name": "PreCompact",
+            "trigger": "auto",
+        }
+    )
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    for event in ("PreCompact", "SessionEnd"):
+        run = subprocess.run(
+            ["sh", "-c", commands[event]], input=payload, text=True, env=env, check=False
+        )
+        assert run.returncode == 0
+    log = (home / "claude-code-hook.log").read_text()
+    assert "imported 5 of the transcript's 5 messages" in log
+    assert "nothing new: the transcript's 5 messages are in" in log
+    assert len(held(home, "cc-test-session-id")) == 5
+    # A payload it cannot use fails nothing in the harness, and says why in the log.
+    broken = subprocess.run(
+        ["sh", "-c", commands["PreCompact"]], input="{}", text=True, env=env, check=False
+    )
+    assert broken.returncode == 0
+    assert "tether: error:" in (home / "claude-code-hook.log").read_text()
