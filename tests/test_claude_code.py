@@ -18,9 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon_helpers import tether
+from tether.errors import NotFoundError
 from tether.harnesses.claude_code import parse_line, read_transcript, session_id_for
 from tether.harnesses.transcript import Message
 from tether.ids import is_session_id
+from tether.sessions.import_transcript import import_transcript
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
 SIMONW = FIXTURES / "simonw__claude-code-transcripts__sample_session.jsonl"
@@ -314,3 +316,51 @@ def test_the_documented_hooks_import_the_transcript_claude_code_hands_them(
     )
     assert broken.returncode == 0
     assert "tether: error:" in (home / "claude-code-hook.log").read_text()
+
+
+def test_a_folder_of_transcripts_is_one_import(home: Path, tmp_path: Path) -> None:
+    project = tmp_path / "projects" / "-home-me-api"
+    project.mkdir(parents=True)
+    (project / "a.jsonl").write_bytes(user("We chose PostgreSQL for the queue") + b"\n")
+    (project / "b.jsonl").write_bytes(  # resumed from a: repeats its first message
+        user("We chose PostgreSQL for the queue")
+        + b"\n"
+        + user("and Redis for the cache", t="2026-11-01T11:00:00.000Z")
+        + b"\n"
+    )
+    (project / "notes.txt").write_text("not a transcript")
+    code, said = run_import(home, tmp_path / "projects")
+    assert code == 0, said
+    assert said.startswith(
+        "imported 2 of 2 transcripts' 3 messages (2 turns) into 1 session; 2 rows indexed"
+    )
+    assert held(home, SID) == [
+        ("User", "We chose PostgreSQL for the queue"),
+        ("User", "and Redis for the cache"),
+    ]
+    code, said = run_import(home, tmp_path / "projects")
+    assert said.startswith("nothing new: 2 transcripts' 3 messages are in (1 session)")
+    # A folder with no transcript, and a folder given to the generic format, are refused.
+    (tmp_path / "empty").mkdir()
+    code, said = run_import(home, tmp_path / "empty")
+    assert (code, said.strip()) == (
+        2,
+        f"tether: error: {tmp_path / 'empty'}: holds no .jsonl transcript",
+    )
+    generic = tether(home, "sessions", "import", str(project))
+    assert generic.returncode == 2
+    assert "Is a directory" in generic.stderr
+
+
+def test_a_transcript_that_cannot_be_read_stops_the_import_and_leaves_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    first = tmp_path / "a.jsonl"
+    first.write_bytes(user("kept out") + b"\n")
+    gone = tmp_path / "b.jsonl"  # listed, then gone before it was read
+    with pytest.raises(NotFoundError, match=r"b\.jsonl"):
+        import_transcript(
+            home, [first, gone], harness="claude-code", now=datetime(2026, 11, 2, tzinfo=UTC)
+        )
+    assert sorted(p.name for p in (home / "imports").iterdir()) == [".transcripts.lock"]
+    assert not (home / "sessions" / SID).exists()

@@ -148,7 +148,7 @@ def sessions_group() -> None:
 
 
 @sessions_group.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @click.option(
     "--format",
     "fmt",
@@ -194,20 +194,30 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
 
 
 def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
-    from tether.sessions.import_transcript import import_transcript, skipped_words
+    from tether.sessions.import_transcript import (
+        import_transcript,
+        skipped_words,
+        transcripts_in,
+    )
 
+    paths = transcripts_in(file)
     report = import_transcript(
-        ctx.home, file, harness=harness, now=datetime.now(UTC), config=ctx.config()
+        ctx.home, paths, harness=harness, now=datetime.now(UTC), config=ctx.config()
     )
     skipped = skipped_words(report.skipped)
-    into = ", ".join(report.sessions) or "no session"
+    if len(paths) == 1:
+        source = "the transcript's"
+        into = ", ".join(report.sessions) or "no session"
+    else:
+        source = f"{counted(len(paths), 'transcript')}'"
+        into = counted(len(report.sessions), "session")
     if report.imported is None:
-        said = f"nothing new: the transcript's {counted(report.messages, 'message')} are in"
+        said = f"nothing new: {source} {counted(report.messages, 'message')} are in"
         click.echo(f"{said} ({into})" + (f"; {skipped}" if skipped else ""))
         return
     r = report.imported
     click.echo(
-        f"imported {report.new} of the transcript's {counted(report.messages, 'message')} "
+        f"imported {report.new} of {source} {counted(report.messages, 'message')} "
         f"({counted(r.turns, 'turn')}) into {into}; {counted(r.indexed_rows, 'row')} indexed"
     )
     if skipped:

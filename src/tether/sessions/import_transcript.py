@@ -21,17 +21,21 @@ transcript imports, so two runs cannot both decide the same messages are new.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
+import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
 from tether.config import Config
-from tether.errors import NotFoundError
+from tether.errors import BadInputError, NotFoundError
 from tether.harnesses import claude_code, codex
 from tether.harnesses.transcript import Message, Transcript
 from tether.ports import Store
@@ -52,6 +56,7 @@ class TranscriptReport:
     sessions: tuple[str, ...]  # the tether sessions the transcript's messages are in
     skipped: dict[str, int] = field(default_factory=dict)  # lines, by reason
     imported: ImportReport | None = None  # None when nothing was new
+    transcripts: int = 1
 
 
 def _record(m: Message) -> LogRecord:
@@ -69,24 +74,6 @@ def _held(home: Path, sid: str) -> list[LogRecord]:
     for n in session.epochs:
         records, _ = files.read_log(session_dir(home, sid) / f"{n}.jsonl")
         out.extend(r for r in records if isinstance(r, User | Assistant))
-    return out
-
-
-def _key(record: LogRecord) -> tuple[str, str, str]:
-    assert isinstance(record, User | Assistant)
-    role = "user" if isinstance(record, User) else "assistant"
-    return (role, record.time.isoformat(), record.text)
-
-
-def _new(home: Path, sid: str, messages: list[Message]) -> list[Message]:
-    """The messages of ``sid`` it does not hold yet, in transcript order, each once."""
-    seen = {_key(r) for r in _held(home, sid)}
-    out: list[Message] = []
-    for m in messages:
-        key = _key(_record(m))
-        if key not in seen:
-            seen.add(key)
-            out.append(m)
     return out
 
 
@@ -110,47 +97,102 @@ READERS: dict[str, Callable[[Iterable[bytes]], Transcript]] = {
 }
 
 
+def transcripts_in(path: Path) -> list[Path]:
+    """``path`` itself, or every ``*.jsonl`` below it (in name order) when it is a folder:
+    a Claude Code project folder, ``~/.claude/projects``, ``~/.codex/sessions``."""
+    if not path.is_dir():
+        return [path]
+    found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+    if not found:
+        raise BadInputError(f"{path}: holds no .jsonl transcript")
+    return found
+
+
+def _digest(m: Message) -> bytes:
+    """What makes a message the same message (see the module doc), in 32 bytes."""
+    return hashlib.sha256(f"{m.role}\0{m.time.isoformat()}\0{m.text}".encode()).digest()
+
+
+def _held_digests(home: Path, sid: str) -> set[bytes]:
+    out: set[bytes] = set()
+    for r in _held(home, sid):
+        role: Literal["user", "assistant"] = "user" if isinstance(r, User) else "assistant"
+        assert isinstance(r, User | Assistant)
+        out.add(_digest(Message(sid, role, r.text, r.time)))
+    return out
+
+
 def import_transcript(
     home: Path,
-    path: Path,
+    paths: Path | Sequence[Path],
     *,
     harness: str,
     now: datetime,
     config: Config | None = None,
     store: Store | None = None,
 ) -> TranscriptReport:
-    """Import what ``path`` (a transcript of ``harness``, a key of ``READERS``) holds that
-    its sessions lack."""
-    transcript = READERS[harness](_read(path).split(b"\n"))
-    skipped = dict(sorted(transcript.skipped.items()))
+    """Import what the transcripts ``paths`` (of ``harness``, a key of ``READERS``) hold
+    that their sessions lack, in one import. Transcripts are read one at a time; what
+    is kept across them is a 32-byte digest per message of the sessions they touch."""
+    chosen = [paths] if isinstance(paths, Path) else list(paths)
+    read = READERS[harness]
     folder = home / IMPORTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     lock = folder / LOCK_FILE
     lock.touch(exist_ok=True)
-    name = hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:16]
-    pending = folder / f"transcript-{name}.jsonl"
+    names = "\n".join(str(p.absolute()) for p in chosen)
+    pending = folder / f"transcript-{hashlib.sha256(names.encode()).hexdigest()[:16]}.jsonl"
+    part = pending.with_suffix(".part")
+    messages = new = 0
+    skipped: Counter[str] = Counter()
+    seen: dict[str, set[bytes]] = {}  # by session, in first-appearance order
     with files.locked(lock):
         _clear(home, pending)  # a run killed before it cleared up: the sessions hold it
-        new = [m for sid, ms in transcript.sessions.items() for m in _new(home, sid, ms)]
+        # Private, like every file of the home that holds conversation (write_atomic's 0600).
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out, _removed_on_error(part):
+            for path in chosen:
+                transcript = read(_read(path).split(b"\n"))
+                messages += transcript.messages
+                skipped.update(transcript.skipped)
+                for sid, ms in transcript.sessions.items():
+                    known = seen.get(sid)
+                    if known is None:
+                        known = seen[sid] = _held_digests(home, sid)
+                    for m in ms:
+                        d = _digest(m)
+                        if d not in known:
+                            known.add(d)
+                            out.write(_line(m) + b"\n")
+                            new += 1
+            out.flush()
+            os.fsync(out.fileno())
         report = TranscriptReport(
-            messages=transcript.messages,
-            new=len(new),
-            sessions=tuple(transcript.sessions),
-            skipped=skipped,
+            messages=messages,
+            new=new,
+            sessions=tuple(seen),
+            skipped=dict(sorted(skipped.items())),
+            transcripts=len(chosen),
         )
         if not new:
+            part.unlink()
             return report
-        files.write_atomic(pending, b"\n".join(_line(m) for m in new) + b"\n")
+        os.replace(part, pending)
         imported = import_jsonl(home, pending, now=now, config=config, store=store)
         crash_point("transcript-after-import")
         _clear(home, pending)
-    return TranscriptReport(
-        messages=report.messages,
-        new=report.new,
-        sessions=report.sessions,
-        skipped=skipped,
-        imported=imported,
-    )
+    return dataclasses.replace(report, imported=imported)
+
+
+@contextlib.contextmanager
+def _removed_on_error(path: Path) -> Iterator[None]:
+    """Remove ``path`` if the block raises (a transcript that cannot be read: nothing of
+    the import is left behind)."""
+    try:
+        yield
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _clear(home: Path, pending: Path) -> None:
