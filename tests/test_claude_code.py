@@ -364,3 +364,17 @@ def test_a_transcript_that_cannot_be_read_stops_the_import_and_leaves_nothing(
         )
     assert sorted(p.name for p in (home / "imports").iterdir()) == [".transcripts.lock"]
     assert not (home / "sessions" / SID).exists()
+
+
+@needs_fixtures
+def test_recall_keeps_its_columns_with_long_imported_session_ids(home: Path) -> None:
+    code, said = run_import(home, FIXTURES)
+    assert code == 0, said
+    for extra in ((), ("--sessions",)):
+        out = tether(home, "memory", "recall", "function session test", "-k", "4", *extra)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert len(lines) >= 2
+        assert any(len(line.split()[1]) > 24 for line in lines)  # a cc-<id> wider than 24
+        score_at = {re.search(r" \d+\.\d\d  ", line).start() for line in lines}  # type: ignore[union-attr]
+        assert len(score_at) == 1, lines

@@ -88,9 +88,10 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
     if not hits:
         click.echo("no matches")
         return
-    for h in hits:
-        where = f"{h.session}#{h.turn}" if h.session is not None else h.ref
-        click.echo(f"{h.tag:<14} {where:<24} {h.score:7.2f}  {_one_line(h.text)}")
+    wheres = [f"{h.session}#{h.turn}" if h.session is not None else h.ref for h in hits]
+    width = max(24, *(len(w) for w in wheres))  # imported ids (cc-<uuid>) run long
+    for h, where in zip(hits, wheres, strict=True):
+        click.echo(f"{h.tag:<14} {where:<{width}} {h.score:7.2f}  {_one_line(h.text)}")
 
 
 @click.command("reindex")
@@ -131,13 +132,14 @@ def _print_sessions(sessions: list[SessionHit], as_json: bool) -> None:
     if not sessions:
         click.echo("no matches")
         return
+    width = max(24, *(len(s.session) for s in sessions))
     for s in sessions:
         best = s.turns[0]
         # A session is as trusted as its least trusted turn found.
         tag = "memory-tainted" if any(h.tag == "memory-tainted" for h in s.turns) else "memory"
         turns = counted(len(s.turns), "turn")
         click.echo(
-            f"{tag:<14} {s.session:<24} {s.score:7.2f}  {turns:<9} "
+            f"{tag:<14} {s.session:<{width}} {s.score:7.2f}  {turns:<9} "
             f"#{best.turn} {_one_line(best.text, TEXT_CHARS - 12)}"
         )
 
