@@ -5,6 +5,7 @@ sit, with nothing of them left in tether's files. Real SQLite, real child proces
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -220,4 +221,31 @@ def test_a_clean_home_is_clean(home: Path, flag: tuple[str, ...]) -> None:
         "redacted": 0,
         "left": 0,
         "log_truncated": None,
+    }
+
+
+def test_what_cannot_be_rewritten_in_place_is_left_with_its_reason(home: Path) -> None:
+    with SqliteSweepStore(home / "tether.db") as sw:
+        owners.add(sw, "alice", "UTC", T)
+    with sqlite3.connect(home / "tether.db") as c:
+        c.executemany(
+            "INSERT INTO sweep_trigger (owner, id, condition, authority, provenance, active,"
+            " updated_at) VALUES ('alice', ?, ?, 'direct_user_statement', 'standing_trigger',"
+            " 1, '2026-11-01T09:00:00.000000Z')",
+            [
+                ("broken", f'{{"schema": "tether_trigger.v1", "when": {GITHUB}'),
+                ("keyed", json.dumps({"schema": "tether_trigger.v1", GITHUB: 1})),
+            ],
+        )
+    out = tether(home, "memory", "scan", "--redact", "--json")
+    assert out.returncode == 1, out.stderr
+    left = {s["where"]: s["left"] for s in json.loads(out.stdout)["secrets"]}
+    assert left == {
+        "trigger alice/broken": (
+            "it is not valid JSON of its kind, so it cannot be rewritten in place"
+        ),
+        # Rewritten, it would still not be a trigger (the key is outside the schema).
+        "trigger alice/keyed": (
+            "the redacted condition is not a valid trigger (bad_trigger_condition)"
+        ),
     }

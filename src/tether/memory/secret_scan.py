@@ -38,6 +38,8 @@ from tether.sweep import redaction
 BUSY_STAGE = "the sweep is in the middle of this day; it redacts the candidates as it applies them"
 KEY_STAGE = "an id of this packet holds a secret; the sweep refuses the day (secret_in_key)"
 CHANGED = "it changed while the scan ran; scan again"
+IN_KEY = "it is in a key or an id, which cannot be redacted in place"
+MALFORMED = "it is not valid JSON of its kind, so it cannot be rewritten in place"
 
 
 @dataclass(frozen=True)
@@ -80,22 +82,29 @@ def _places(kind: str, where: str, text: str, found: list[Finding]) -> list[Secr
     ]
 
 
-def _redacted(cell: TextCell, allow: frozenset[str]) -> str | None:
-    """The cell's text with its secrets redacted; None where it must stay as it is."""
+def _redacted(cell: TextCell, allow: frozenset[str]) -> tuple[str | None, str]:
+    """The cell's text with its secrets redacted, or None and why it must stay as it is."""
     if cell.kind == "stage":
         try:
-            packet, _ = redaction.redact_packet(decode_packet(cell.text.encode()), allow)
+            packet = decode_packet(cell.text.encode())
         except PacketError:
-            return None
-        return encode_packet(packet).decode()
-    if cell.kind == "trigger":
-        raw: Any = json.loads(cell.text)
-        clean, _ = redaction.redact_condition(raw, allow)
+            return None, MALFORMED
         try:
-            return compile_text(clean)
-        except ConditionError:
-            return None
-    return redact(cell.text, allow=allow).text
+            clean, _ = redaction.redact_packet(packet, allow)
+        except PacketError:
+            return None, KEY_STAGE
+        return encode_packet(clean).decode(), ""
+    if cell.kind == "trigger":
+        try:
+            raw: Any = json.loads(cell.text)
+        except ValueError:
+            return None, MALFORMED
+        redacted, _ = redaction.redact_condition(raw, allow)
+        try:
+            return compile_text(redacted), ""
+        except ConditionError as exc:
+            return None, f"the redacted condition is not a valid trigger ({exc.reason})"
+    return redact(cell.text, allow=allow).text, ""
 
 
 def scan_memory(
@@ -131,9 +140,9 @@ def scan_memory(
         if cell.busy:
             places.extend(_with(p, False, BUSY_STAGE) for p in at)
             return
-        new = _redacted(cell, allow)
+        new, why = _redacted(cell, allow)
         if new is None or new == cell.text:
-            places.extend(_with(p, False, KEY_STAGE) for p in at)
+            places.extend(_with(p, False, why or IN_KEY) for p in at)
             return
         edits.append((cell, new))
         held.append((cell, at))
