@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,6 +30,23 @@ from tether.sessions.importer import import_jsonl
 
 START = datetime(2026, 11, 1, 9, tzinfo=UTC)
 SESSION = "4f1c2e7a-0b1d-4c55-9f00-1a2b3c4d5e6f"
+
+#: Run in a child: import a transcript, print the peak resident memory (VmHWM, which a
+#: new program starts afresh) before and after, in kB.
+PEAK = """
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from tether.home import init_home
+from tether.sessions.import_transcript import import_transcript
+def hwm():
+    return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
+home, path = Path(sys.argv[1]), Path(sys.argv[2])
+init_home(home)
+before = hwm()
+import_transcript(home, path, harness="claude-code", now=datetime.now(UTC))
+print(before, hwm())
+"""
 
 
 def stamp(n: int) -> str:
@@ -44,10 +63,12 @@ def texts(i: int) -> tuple[str, str, dict[str, str]]:
     )
 
 
-def exchange(i: int) -> list[dict[str, object]]:
+def exchange(i: int, output: int = 400) -> list[dict[str, object]]:
+    """Exchange ``i`` as transcript lines; ``output``: characters of its tool result."""
     t = 10 * i
     ask, reply, args = texts(i)
     common = {"sessionId": SESSION}
+    result = "x" * output
     return [
         {
             "type": "user",
@@ -76,16 +97,16 @@ def exchange(i: int) -> list[dict[str, object]]:
             "uuid": f"r{i}",
             "message": {
                 "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * 400}],
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": result}],
             },
         },
     ]
 
 
-def write_transcript(path: Path, exchanges: range) -> None:
+def write_transcript(path: Path, exchanges: range, output: int = 400) -> None:
     with path.open("a") as f:
         for i in exchanges:
-            for record in exchange(i):
+            for record in exchange(i, output):
                 f.write(json.dumps(record, separators=(",", ":")) + "\n")
 
 
@@ -109,11 +130,40 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def peak(exchanges: int) -> None:
+    """The memory an import takes on a transcript of 20 KB tool results (a file read's
+    worth each), beside the transcript's size."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fat.jsonl"
+        write_transcript(path, range(exchanges), output=20_000)
+        size_mb = path.stat().st_size / 1e6
+        out = subprocess.run(
+            [sys.executable, "-c", PEAK, str(Path(tmp) / "home"), str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    before, after = (int(x) / 1000 for x in out.stdout.split())
+    common = {"exchanges": exchanges, "transcript_mb": round(size_mb, 1)}
+    for figure, value in (
+        ("peak_rss_mb_before_import", before),
+        ("peak_rss_mb", after),
+        ("peak_rss_over_transcript_size", after / size_mb),
+    ):
+        print(json.dumps({"figure": figure, "value": round(value, 2), **common}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--exchanges", type=int, default=5000)
+    parser.add_argument(
+        "--fat", action="store_true", help="measure peak memory on 20 KB tool results instead"
+    )
     args = parser.parse_args()
     n = args.exchanges
+    if args.fat:
+        peak(n)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         transcript, generic = root / "t.jsonl", root / "g.jsonl"

@@ -83,11 +83,22 @@ def _line(m: Message) -> bytes:
     )
 
 
-def _read(path: Path) -> bytes:
-    data = files.read_user_bytes(path)
-    if data is None:
-        raise NotFoundError(f"no transcript {path}")
-    return data
+def _lines(path: Path) -> Iterator[bytes]:
+    """The transcript's lines, read as they are used (a long session's transcript runs to
+    hundreds of MB, mostly tool output the readers skip); errors name the file."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise NotFoundError(f"no transcript {path}") from None
+    except IsADirectoryError:
+        raise BadInputError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with handle:
+        try:
+            yield from handle
+        except OSError as exc:
+            raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 #: The transcript formats ``sessions import --format`` takes, and their readers.
@@ -152,7 +163,7 @@ def import_transcript(
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out, _removed_on_error(part):
             for path in chosen:
-                transcript = read(_read(path).split(b"\n"))
+                transcript = read(_lines(path))
                 messages += transcript.messages
                 skipped.update(transcript.skipped)
                 for sid, ms in transcript.sessions.items():
