@@ -170,7 +170,7 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
     imported. Existing sessions are appended to; the home is indexed afterwards. Run it
     again after a crash or Ctrl-C to finish the import (nothing is written twice); run
     again after it finished, it writes nothing. A transcript imported again adds only
-    the messages it gained since.
+    the messages it gained since; FILE may then be a folder (every *.jsonl below it).
     """
     if fmt != "tether":
         _import_transcript(ctx, file, fmt)

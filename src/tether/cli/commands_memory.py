@@ -114,7 +114,7 @@ def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
     sweep facts, triggers and staged packets. Exit 1 while any is left in clear.
 
     Each is named by place, line, rule and fingerprint, never shown. --redact rewrites
-    each place in step with the writers, and zeroes the old text in the store."""
+    each where it sits, as [REDACTED:<rule>], and zeroes the old text in the store."""
     allow = home_allow(ctx.home)  # a broken allow file: exit 2 before anything is read
     with ctx.store() as store:
         report = scan_memory(Identity(ctx.home, store), store, allow=allow, fix=fix, time=_now())
