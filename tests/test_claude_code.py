@@ -222,7 +222,6 @@ def test_import_again_and_after_growth_adds_only_what_is_new(home: Path, tmp_pat
     assert sorted(p.name for p in (home / "imports").iterdir()) == [".transcripts.lock"]
 
 
-@needs_fixtures
 def test_the_same_session_in_two_transcripts_lands_once(home: Path, tmp_path: Path) -> None:
     first = tmp_path / "a.jsonl"
     first.write_bytes(user("We chose PostgreSQL for the queue") + b"\n")
@@ -243,19 +242,41 @@ def test_the_same_session_in_two_transcripts_lands_once(home: Path, tmp_path: Pa
     ]
 
 
+def two_sessions(path: Path) -> Path:
+    """A transcript holding two sessions' messages (a resumed session's file does)."""
+    lines = []
+    for n in range(5):
+        lines.append(user(f"first session, message {n}", t=f"2026-11-01T10:0{n}:00.000Z"))
+        lines.append(
+            line(
+                type="user",
+                sessionId="second",
+                timestamp=f"2026-11-01T11:0{n}:00.000Z",
+                message={"role": "user", "content": f"second session, message {n}"},
+            )
+        )
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
 @pytest.mark.slow
-@needs_fixtures
 @pytest.mark.parametrize("point", ["import-after-session", "transcript-after-import"])
-def test_a_kill_part_way_is_finished_by_the_next_run(home: Path, point: str) -> None:
-    code, said = run_import(home, EDGES, TETHER_CRASH_AT=point)
+def test_a_kill_part_way_is_finished_by_the_next_run(
+    home: Path, tmp_path: Path, point: str
+) -> None:
+    transcript = two_sessions(tmp_path / "t.jsonl")
+    code, said = run_import(home, transcript, TETHER_CRASH_AT=point)
     assert code == -9, said
-    code, said = run_import(home, EDGES)
+    if point == "import-after-session":  # killed with one session written, not the other
+        assert len(held(home, SID)) == 5
+        assert not (home / "sessions" / "cc-second").exists()
+    code, said = run_import(home, transcript)
     assert code == 0, said
-    a, b = held(home, "cc-edge-cases-a82061eeb4c4"), held(home, "cc-todowrite-session-a773b14c6e28")
-    assert len(a) + len(b) == 10
-    assert len(set(a)) == len(a)
+    a, b = held(home, SID), held(home, "cc-second")
+    assert [text for _, text in a] == [f"first session, message {n}" for n in range(5)]
+    assert [text for _, text in b] == [f"second session, message {n}" for n in range(5)]
     assert sorted(p.name for p in (home / "imports").iterdir()) == [".transcripts.lock"]
-    code, said = run_import(home, EDGES)
+    code, said = run_import(home, transcript)
     assert said.startswith("nothing new: the transcript's 10 messages are in")
 
 
@@ -282,18 +303,16 @@ def documented_hooks() -> dict[str, str]:
     return {event: entries[0]["hooks"][0]["command"] for event, entries in hooks.items()}
 
 
-@needs_fixtures
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not on the PATH (the recipe uses it)")
 def test_the_documented_hooks_import_the_transcript_claude_code_hands_them(
     home: Path, tmp_path: Path
 ) -> None:
     commands = documented_hooks()
     assert set(commands) == {"PreCompact", "SessionEnd"}
-    transcript = tmp_path / "t.jsonl"
-    shutil.copy(SIMONW, transcript)
+    transcript = two_sessions(tmp_path / "t.jsonl")
     payload = json.dumps(
         {
-            "session_id": "test-session-id",
+            "session_id": "4f1c2e7a-0b1d-4c55-9f00-1a2b3c4d5e6f",
             "transcript_path": str(transcript),
             "hook_event_name": "PreCompact",
             "trigger": "auto",
@@ -307,9 +326,9 @@ def test_the_documented_hooks_import_the_transcript_claude_code_hands_them(
         )
         assert run.returncode == 0
     log = (home / "claude-code-hook.log").read_text()
-    assert "imported 5 of the transcript's 5 messages" in log
-    assert "nothing new: the transcript's 5 messages are in" in log
-    assert len(held(home, "cc-test-session-id")) == 5
+    assert "imported 10 of the transcript's 10 messages" in log
+    assert "nothing new: the transcript's 10 messages are in" in log
+    assert len(held(home, SID)) == 5
     # A payload it cannot use fails nothing in the harness, and says why in the log.
     broken = subprocess.run(
         ["sh", "-c", commands["PreCompact"]], input="{}", text=True, env=env, check=False
