@@ -9,6 +9,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -28,24 +29,32 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def read_user_bytes(path: Path) -> bytes | None:
-    """A file the user named; None when there is none. Anything else that keeps it from
-    being read is one BadInputError naming the path."""
+@contextlib.contextmanager
+def user_file(path: Path) -> Iterator[BinaryIO | None]:
+    """A file the user named, open for reading; None when there is none. Anything else
+    that keeps it from being opened or read is one BadInputError naming the path."""
     try:
-        return path.read_bytes()
+        handle = path.open("rb")
     except FileNotFoundError:
-        return None
+        yield None
+        return
     except IsADirectoryError:
         raise BadInputError(f"{path}: is a directory") from None
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with handle:
+        try:
+            yield handle
+        except OSError as exc:
+            raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def read_user_text(path: Path) -> str | None:
-    """A UTF-8 text file the user named (``read_user_bytes``), decoded."""
-    data = read_user_bytes(path)
-    if data is None:
-        return None
+    """A UTF-8 text file the user named (``user_file``), decoded; None when there is none."""
+    with user_file(path) as handle:
+        if handle is None:
+            return None
+        data = handle.read()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

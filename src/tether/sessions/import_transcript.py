@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
@@ -39,7 +38,7 @@ from tether.errors import BadInputError, NotFoundError
 from tether.harnesses import claude_code, codex
 from tether.harnesses.transcript import Message, Transcript
 from tether.ports import Store
-from tether.records import Assistant, LogRecord, User
+from tether.records import Assistant, User
 from tether.sessions import files
 from tether.sessions.import_ledger import IMPORTS_DIR, ImportLedger
 from tether.sessions.importer import ImportReport, import_jsonl
@@ -56,25 +55,22 @@ class TranscriptReport:
     sessions: tuple[str, ...]  # the tether sessions the transcript's messages are in
     skipped: dict[str, int] = field(default_factory=dict)  # lines, by reason
     imported: ImportReport | None = None  # None when nothing was new
-    transcripts: int = 1
 
 
-def _record(m: Message) -> LogRecord:
-    if m.role == "user":
-        return User(time=m.time, text=m.text)
-    return Assistant(time=m.time, text=m.text)
-
-
-def _held(home: Path, sid: str) -> list[LogRecord]:
-    """The user and assistant records of a session, every epoch, in order."""
+def _held(home: Path, sid: str) -> list[User | Assistant]:
+    """The user and assistant records of a session, every epoch, in order (the current
+    epoch's as ``Session.open`` read them; only the earlier ones are read again)."""
     if not Session.exists(home, sid):
         return []
     session = Session.open(home, sid)
-    out: list[LogRecord] = []
-    for n in session.epochs:
-        records, _ = files.read_log(session_dir(home, sid) / f"{n}.jsonl")
-        out.extend(r for r in records if isinstance(r, User | Assistant))
-    return out
+    directory = session_dir(home, sid)
+    older = (files.read_log(directory / f"{n}.jsonl")[0] for n in session.epochs[:-1])
+    return [
+        r
+        for records in (*older, session.records)
+        for r in records
+        if isinstance(r, User | Assistant)
+    ]
 
 
 def _line(m: Message) -> bytes:
@@ -86,19 +82,10 @@ def _line(m: Message) -> bytes:
 def _lines(path: Path) -> Iterator[bytes]:
     """The transcript's lines, read as they are used (a long session's transcript runs to
     hundreds of MB, mostly tool output the readers skip); errors name the file."""
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise NotFoundError(f"no transcript {path}") from None
-    except IsADirectoryError:
-        raise BadInputError(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with handle:
-        try:
-            yield from handle
-        except OSError as exc:
-            raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with files.user_file(path) as handle:
+        if handle is None:
+            raise NotFoundError(f"no transcript {path}")
+        yield from handle
 
 
 #: The transcript formats ``sessions import --format`` takes, and their readers.
@@ -119,18 +106,16 @@ def transcripts_in(path: Path) -> list[Path]:
     return found
 
 
-def _digest(m: Message) -> bytes:
+def _digest(role: str, time: datetime, text: str) -> bytes:
     """What makes a message the same message (see the module doc), in 32 bytes."""
-    return hashlib.sha256(f"{m.role}\0{m.time.isoformat()}\0{m.text}".encode()).digest()
+    return hashlib.sha256(f"{role}\0{time.isoformat()}\0{text}".encode()).digest()
 
 
 def _held_digests(home: Path, sid: str) -> set[bytes]:
-    out: set[bytes] = set()
-    for r in _held(home, sid):
-        role: Literal["user", "assistant"] = "user" if isinstance(r, User) else "assistant"
-        assert isinstance(r, User | Assistant)
-        out.add(_digest(Message(sid, role, r.text, r.time)))
-    return out
+    return {
+        _digest("user" if isinstance(r, User) else "assistant", r.time, r.text)
+        for r in _held(home, sid)
+    }
 
 
 def import_transcript(
@@ -171,7 +156,7 @@ def import_transcript(
                     if known is None:
                         known = seen[sid] = _held_digests(home, sid)
                     for m in ms:
-                        d = _digest(m)
+                        d = _digest(m.role, m.time, m.text)
                         if d not in known:
                             known.add(d)
                             out.write(_line(m) + b"\n")
@@ -183,7 +168,6 @@ def import_transcript(
             new=new,
             sessions=tuple(seen),
             skipped=dict(sorted(skipped.items())),
-            transcripts=len(chosen),
         )
         if not new:
             part.unlink()
