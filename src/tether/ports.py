@@ -181,10 +181,10 @@ class Store(Protocol):
         """Call ``visit`` with every non-empty stored memory text (notes, pages, the
         journals, sweep facts, triggers and stages), in batches."""
 
-    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[int, bool]:
+    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
         """Replace the cells that still hold the text they were read with, in one
-        transaction, zeroing what is freed; then truncate the write-ahead log. How many
-        changed, and whether the log was truncated (a reader may keep it)."""
+        transaction, zeroing what is freed; then truncate the write-ahead log. Per edit,
+        whether it was made; and whether the log was truncated (a reader may keep it)."""
 
     # -- identity entries and sweep facts, mirrored into the index ----------------------
     def identity_stamp(self) -> str | None:

@@ -23,7 +23,7 @@ that day). Session logs are not memory: they keep what was said (see docs/cli.md
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -123,11 +123,10 @@ def scan_memory(
     mine = _places("identity", "memory.md", text, found)
     if fix and found:
         done = identity.redact(allow, who=who, time=time, expect=text) > 0
-        mine = [_with(p, done, None if done else CHANGED) for p in mine]
+        mine = [replace(p, redacted=done, left=None if done else CHANGED) for p in mine]
     places += mine
 
-    edits: list[tuple[TextCell, str]] = []
-    held: list[tuple[TextCell, list[SecretPlace]]] = []
+    found_in: list[tuple[TextCell, str, list[SecretPlace]]] = []  # cell, new text, places
 
     def visit(cell: TextCell) -> None:
         hits = scan(cell.text, allow=allow)
@@ -138,29 +137,22 @@ def scan_memory(
             places.extend(at)
             return
         if cell.busy:
-            places.extend(_with(p, False, BUSY_STAGE) for p in at)
+            places.extend(replace(p, left=BUSY_STAGE) for p in at)
             return
         new, why = _redacted(cell, allow)
         if new is None or new == cell.text:
-            places.extend(_with(p, False, why or IN_KEY) for p in at)
+            places.extend(replace(p, left=why or IN_KEY) for p in at)
             return
-        edits.append((cell, new))
-        held.append((cell, at))
+        found_in.append((cell, new, at))
 
     store.read_cells(visit)
-    if not edits:
+    if not found_in:
         return ScanReport(tuple(places))
-    changed, truncated = store.rewrite_cells(edits)
-    # A cell that changed between the read and the rewrite was left alone: find which by
-    # scanning again (rare; a second read is cheaper than tracking rows through SQL).
-    still: set[tuple[str, str, tuple[Any, ...]]] = set()
-    if changed < len(edits):
-        store.read_cells(
-            lambda c: still.add((c.table, c.column, c.key)) if scan(c.text, allow=allow) else None
-        )
-    for cell, at in held:
-        ok = (cell.table, cell.column, cell.key) not in still
-        places.extend(_with(p, ok, None if ok else CHANGED) for p in at)
+    made, truncated = store.rewrite_cells([(cell, new) for cell, new, _ in found_in])
+    secrets = 0
+    for (_, _, at), ok in zip(found_in, made, strict=True):
+        places.extend(replace(p, redacted=ok, left=None if ok else CHANGED) for p in at)
+        secrets += len(at) if ok else 0
     store.journal_append(
         JournalEntry(
             time=time,
@@ -169,13 +161,7 @@ def scan_memory(
             action="redact",
             target="memory",
             before=None,
-            after=f"{sum(len(a) for _, a in held)} secrets redacted in {changed} places",
+            after=f"{secrets} secrets redacted in {sum(made)} places",
         )
     )
     return ScanReport(tuple(places), log_truncated=truncated)
-
-
-def _with(place: SecretPlace, redacted: bool, left: str | None) -> SecretPlace:
-    return SecretPlace(
-        place.kind, place.where, place.line, place.rule, place.fingerprint, redacted, left
-    )

@@ -322,13 +322,13 @@ class SqliteStore(SqliteFile):
         with self._read("reading the memory's text") as c:
             cells.read_cells(c, visit)
 
-    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[int, bool]:
+    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
         with self._write("rewriting the memory's text") as c:
             c.execute("PRAGMA secure_delete = ON")  # the old text is zeroed, not just freed
-            changed = cells.rewrite_cells(c, edits)
+            made = cells.rewrite_cells(c, edits)
         with self._read("truncating the write-ahead log") as c:
             c.execute("PRAGMA secure_delete = OFF")
-            return changed, cells.truncate_wal(c)
+            return made, cells.truncate_wal(c)
 
     def identity_stamp(self) -> str | None:
         with self._read("reading the identity stamp") as c:

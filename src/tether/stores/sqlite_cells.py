@@ -97,15 +97,15 @@ def _keys(table: str) -> tuple[str, ...]:
     return next(keys for _, t, keys, _, _ in CELLS if t == table)
 
 
-def rewrite_cells(c: sqlite3.Connection, edits: Sequence[tuple[TextCell, str]]) -> int:
+def rewrite_cells(c: sqlite3.Connection, edits: Sequence[tuple[TextCell, str]]) -> list[bool]:
     """Replace each cell's text (a stage's digest follows its bytes) inside the
     transaction the caller has begun, where it still holds the text it was read with (a
-    cell written meanwhile is left alone); how many cells changed."""
-    changed = 0
+    cell written meanwhile is left alone); per edit, whether it was made."""
+    made: list[bool] = []
     for cell, text in edits:
         match = " AND ".join(f"{k} = ?" for k in _keys(cell.table))
         if cell.kind == "index":
-            changed += _reindex(c, cell, text)
+            made.append(_reindex(c, cell, text))
             continue
         if cell.kind == "stage":
             data = text.encode()
@@ -118,18 +118,18 @@ def rewrite_cells(c: sqlite3.Connection, edits: Sequence[tuple[TextCell, str]]) 
                 f"UPDATE {cell.table} SET {cell.column} = ? WHERE {match} AND {cell.column} = ?",
                 (text, *cell.key, cell.text),
             )
-        changed += done.rowcount
-    return changed
+        made.append(done.rowcount > 0)
+    return made
 
 
-def _reindex(c: sqlite3.Connection, cell: TextCell, text: str) -> int:
+def _reindex(c: sqlite3.Connection, cell: TextCell, text: str) -> bool:
     """Rewrite one index row: its postings out with the old text, in with the new."""
     (doc_id,) = cell.key
     if (
         c.execute("SELECT 1 FROM doc WHERE id = ? AND text = ?", (doc_id, cell.text)).fetchone()
         is None
     ):
-        return 0
+        return False
     c.execute(
         "INSERT INTO doc_fts (doc_fts, rowid, body, aside) "
         "SELECT 'delete', id, body, aside FROM doc WHERE id = ?",
@@ -140,7 +140,7 @@ def _reindex(c: sqlite3.Connection, cell: TextCell, text: str) -> int:
         "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
         (doc_id,),
     )
-    return 1
+    return True
 
 
 def truncate_wal(c: sqlite3.Connection) -> bool:
