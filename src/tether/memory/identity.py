@@ -24,7 +24,7 @@ from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
 from tether.ports import JournalEntry, Store
 from tether.scan.allow import home_allow
-from tether.scan.screen import Screened
+from tether.scan.screen import Screened, screen
 from tether.scan.secrets import redact
 from tether.sessions.files import write_atomic
 
@@ -175,18 +175,12 @@ class Identity:
             current = self.text()
             if current != expect:
                 return 0
-            done = redact(current, allow=allow)
-            if not done.findings:
+            done = screen(current, what="memory.md", allow=allow, on_secret="redact")
+            if not done.redacted:
                 return 0
             self._write(done.text)
-            rules = ", ".join(sorted(done.counts))
             self._journal(
-                "redact",
-                before=None,
-                after=f"{done.total} redacted ({rules})",
-                who=who,
-                session=None,
-                time=time,
+                "redact", before=None, after=done.note(), who=who, session=None, time=time
             )
             return done.total
 
