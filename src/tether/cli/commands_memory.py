@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,8 +18,10 @@ from tether.cli.context import (
 )
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
-from tether.memory.secret_scan import ScanReport, scan_memory
 from tether.scan.allow import ALLOW_FILE, home_allow
+
+if TYPE_CHECKING:
+    from tether.memory.secret_scan import ScanReport
 
 
 def _now() -> datetime:
@@ -115,6 +118,10 @@ def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
 
     Each is named by place, line, rule and fingerprint, never shown. --redact rewrites
     each where it sits, as [REDACTED:<rule>], and zeroes the old text in the store."""
+    # Here, not at the top: the scan pulls in the sweep's packet and trigger code, which
+    # the other memory commands do not need at start-up.
+    from tether.memory.secret_scan import scan_memory
+
     allow = home_allow(ctx.home)  # a broken allow file: exit 2 before anything is read
     with ctx.store() as store:
         report = scan_memory(Identity(ctx.home, store), store, allow=allow, fix=fix, time=_now())
