@@ -29,9 +29,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tether.checkpoint import bank_window, render_window
+from tether.files import write_atomic
 from tether.records import Assistant, LogRecord, SessionStart, ToolCall, ToolResult, Usage, User
 from tether.scan import redact, redact_bytes
-from tether.sessions.files import write_atomic
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 WORDS = [

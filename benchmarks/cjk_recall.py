@@ -23,8 +23,8 @@ from pathlib import Path
 from tether.config import Config
 from tether.core import cjk
 from tether.home import init_home
+from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall
-from tether.sessions.importer import import_jsonl
 from tether.stores.sqlite import SqliteStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench-data" / "longmemeval"

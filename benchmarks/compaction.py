@@ -29,10 +29,10 @@ from pathlib import Path
 from tether.checkpoint.bank import bank_window
 from tether.config import load_config
 from tether.daemon.compose import build_runtime
+from tether.files import encode_records, write_atomic
 from tether.home import init_home
 from tether.records import Assistant, LogRecord, ToolCall, ToolResult, Usage, User
 from tether.sessions import Session
-from tether.sessions.files import encode_records, write_atomic
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama
 
@@ -156,7 +156,7 @@ async def _day(fake: FakeLlama, turns: int, mode: str) -> float:
 
 
 def _epoch_usage(home: Path, epoch: int) -> list[Usage]:
-    from tether.sessions.files import read_log
+    from tether.files import read_log
 
     records, _ = read_log(home / "sessions" / "live" / f"{epoch}.jsonl")
     return [r for r in records if isinstance(r, Usage)]

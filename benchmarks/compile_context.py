@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tether.home import init_home
-from tether.ports import Page
+from tether.records import Page
 from tether.stores.sqlite import SqliteStore
 from tether.views.compile import compile_view
 

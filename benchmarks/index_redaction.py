@@ -31,10 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tether.home import init_home
+from tether.imports.jsonl import import_jsonl
 from tether.memory import indexer
 from tether.memory.indexer import reindex
 from tether.scan.secrets import redact, redact_many
-from tether.sessions.importer import import_jsonl
 from tether.stores.sqlite import SqliteStore
 
 DATA = (

@@ -60,8 +60,8 @@ import msgspec
 
 from tether.config import Config
 from tether.home import init_home
+from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall, recall_sessions
-from tether.sessions.importer import import_jsonl
 from tether.stores.sqlite import SqliteStore
 
 DATA = (

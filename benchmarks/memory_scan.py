@@ -22,7 +22,7 @@ from pathlib import Path
 from tether.home import init_home
 from tether.memory.identity import Identity
 from tether.memory.secret_scan import scan_memory
-from tether.ports import JournalEntry, Page
+from tether.records import JournalEntry, Page
 from tether.stores.sqlite import SqliteStore
 
 T = datetime(2026, 11, 1, tzinfo=UTC)

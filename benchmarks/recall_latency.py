@@ -32,12 +32,12 @@ from pathlib import Path
 
 from tether.config import Config
 from tether.core import query
+from tether.files import encode_records
 from tether.home import init_home
+from tether.imports.jsonl import import_jsonl
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall
 from tether.records import Assistant, LogRecord, User
-from tether.sessions.files import encode_records
-from tether.sessions.importer import import_jsonl
 from tether.stores.sqlite import SqliteStore
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from tether.files import encode_records, write_atomic
 from tether.records import Assistant, Baseline, LogRecord, ToolCall, ToolResult, Usage, User
 from tether.sessions import Session
-from tether.sessions.files import encode_records, write_atomic
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 PROSE = "the owner asked about the garden plan and the watering schedule for next week " * 2

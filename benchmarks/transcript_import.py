@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tether.home import init_home
-from tether.sessions.import_transcript import import_transcript
-from tether.sessions.importer import import_jsonl
+from tether.imports.jsonl import import_jsonl
+from tether.imports.transcript import import_transcript
 
 START = datetime(2026, 11, 1, 9, tzinfo=UTC)
 SESSION = "4f1c2e7a-0b1d-4c55-9f00-1a2b3c4d5e6f"
@@ -38,7 +38,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from tether.home import init_home
-from tether.sessions.import_transcript import import_transcript
+from tether.imports.transcript import import_transcript
 def hwm():
     return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
 home, path = Path(sys.argv[1]), Path(sys.argv[2])

@@ -8,11 +8,11 @@ from typing import Any
 
 import msgspec
 
-from tether.core.sweep.packet import DailySweepInput, FactCandidate, encode_packet
+from tether.core.sweep.packet import DailySweepInput, FactCandidate, Incomplete, encode_packet
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import Window, window_for
 from tether.ports import SweepStore
-from tether.sweep.producer import Incomplete, StagingPacketReader, empty_packet
+from tether.sweep.producer import StagingPacketReader, empty_packet
 
 
 def fact(

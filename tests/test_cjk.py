@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tether.core import cjk, query
 from tether.memory.recall import recall, recall_sessions
-from tether.ports import IndexCursor, LogRow
+from tether.records import IndexCursor, LogRow
 from tether.stores.sqlite import SqliteStore
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -22,7 +22,7 @@ from tether.errors import NotFoundError
 from tether.harnesses.claude_code import parse_line, read_transcript, session_id_for
 from tether.harnesses.transcript import Message
 from tether.ids import is_session_id
-from tether.sessions.import_transcript import import_transcript
+from tether.imports.transcript import import_transcript
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
 SIMONW = FIXTURES / "simonw__claude-code-transcripts__sample_session.jsonl"

@@ -272,7 +272,7 @@ async def test_crash_after_banking_banks_once(rt: Runtime, fake: FakeLlama) -> N
 
 
 def _records(directory: Path, epoch: int) -> list[object]:
-    from tether.sessions.files import read_log
+    from tether.files import read_log
 
     records, _ = read_log(directory / f"{epoch}.jsonl")
     return list(records)

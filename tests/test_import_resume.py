@@ -12,9 +12,9 @@ import pytest
 
 from daemon_helpers import child_env, tether
 from test_import import TWO_SESSIONS, line, users, write
+from tether.imports.jsonl import import_jsonl
 from tether.records import Baseline
 from tether.sessions import Session, list_sessions
-from tether.sessions.importer import import_jsonl
 from tether.stores.sqlite import SqliteStore
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -34,7 +34,7 @@ def killed_import(home: Path, src: Path, point: str, *, batch_chars: int | None 
     else:
         code = (
             "from datetime import UTC, datetime\nfrom pathlib import Path\n"
-            "from tether.sessions.importer import import_jsonl\n"
+            "from tether.imports.jsonl import import_jsonl\n"
             f"import_jsonl(Path({str(home)!r}), Path({str(src)!r}), "
             f"now=datetime.now(UTC), batch_chars={batch_chars})\n"
         )

@@ -16,8 +16,7 @@ from tether.errors import BadInputError
 from tether.home import init_home
 from tether.memory.indexer import index_home, reindex
 from tether.memory.recall import recall, recall_sessions
-from tether.ports import Hit, Page
-from tether.records import Assistant, Baseline, ToolCall, ToolResult, ToolSummary, User
+from tether.records import Assistant, Baseline, Hit, Page, ToolCall, ToolResult, ToolSummary, User
 from tether.sessions import Session
 from tether.stores.sqlite import SqliteStore
 

@@ -13,8 +13,8 @@ from tether.errors import (
     LlmTimeoutError,
     LlmUnreachableError,
 )
-from tether.llm import Completion, CompletionRequest, LlamaServerClient
-from tether.records import ChatMessage, ToolSchema
+from tether.llm import LlamaServerClient
+from tether.records import ChatMessage, Completion, CompletionRequest, ToolSchema
 from tether.testing import FakeLlama, Reply
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from tether.core.sweep.packet import DailySweepInput, digest, encode_packet
 from tether.core.sweep.state import Cursor, Fact, Receipt, StagedPacket
 from tether.core.sweep.windows import window_for
 from tether.memory.identity import MEMORY_FILE
-from tether.ports import JournalEntry, Page
+from tether.records import JournalEntry, Page
 from tether.scan.secrets import fingerprint
 from tether.stores.sqlite import SqliteStore
 from tether.stores.sqlite_sweep import SqliteSweepStore

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tether.core import query
 from tether.core.inflections import forms
 from tether.core.synonyms import synonyms
-from tether.ports import IndexCursor, LogRow
+from tether.records import IndexCursor, LogRow
 from tether.stores.sqlite import SqliteStore
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tether.core import ranking
 from tether.core.periods import Period
-from tether.ports import Found, LogField
+from tether.records import Found, LogField
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from tether.errors import ContextFullError
-from tether.llm import CompletionRequest, LlamaServerClient
-from tether.records import ChatMessage, ToolCallRequest, ToolSchema
+from tether.llm import LlamaServerClient
+from tether.records import ChatMessage, CompletionRequest, ToolCallRequest, ToolSchema
 from tether.testing import FakeLlama
 
 pytestmark = [pytest.mark.real_llama, pytest.mark.anyio]

@@ -16,13 +16,13 @@ from tether.config import load_config
 from tether.core.scheduling import Priority
 from tether.core.tiers import UNTRUSTED_MARK
 from tether.daemon.compose import Runtime, build_runtime, build_scheduler
+from tether.files import read_log
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall
 from tether.records import EpochEnd, ToolResult, ToolSummary, User
 from tether.scheduler import Scheduler, load_jobs
 from tether.scheduler.ledger import RunLedger
 from tether.sessions import Session
-from tether.sessions.files import read_log
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama, Reply
 from web_helpers import serve_page

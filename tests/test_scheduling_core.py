@@ -24,8 +24,7 @@ from tether.core.scheduling import (
 )
 from tether.core.tiers import UNTRUSTED_MARK, listing_json, render_listing, tier_items
 from tether.ids import is_session_id
-from tether.ports import Note, RecallStat
-from tether.records import LogRecord, ToolCall, ToolResult, ToolSummary, User
+from tether.records import LogRecord, Note, RecallStat, ToolCall, ToolResult, ToolSummary, User
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import pytest
 
 from tether.config import Config, StoreConfig
 from tether.errors import BadInputError, StoreError, StoreVersionError
-from tether.ports import IndexCursor, JournalEntry, LogField, LogRow, Page
+from tether.records import IndexCursor, JournalEntry, LogField, LogRow, Page
 from tether.stores import open_store
 from tether.stores.migrations import MIGRATIONS, statements
 from tether.stores.sqlite import SqliteStore

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tether.core import tokens, views
 from tether.errors import BlocklistError, ManagedBlockError
-from tether.ports import Page
+from tether.records import Page
 from tether.scan.secrets import fingerprint
 from tether.scan.sensitive import Blocklist, first_sensitive, parse_blocklist
 

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from tether.config import CONFIG_FILE
-from tether.sessions.files import write_atomic
+from tether.files import write_atomic
 
 #: (path in the home, starter resource) for every file ``tether init`` writes.
 STARTER_FILES: tuple[tuple[str, str], ...] = (

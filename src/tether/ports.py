@@ -1,4 +1,13 @@
-"""Ports: the Protocols adapters implement. Records crossing them are typed, never dicts.
+"""Ports: every Protocol an adapter implements, in one place. Records crossing them are
+typed, never dicts, and live in ``tether.records`` (memory, inference) or ``tether.core``
+(the sweep's state and packets): this module imports vocabulary only.
+
+- ``Clock``: where the time comes from (tests pass a stepping clock).
+- ``Store``: everything durable that is not a session log (below).
+- ``SweepStore`` / ``SweepTx``: the daily sweep's owners, cursors, receipts, facts and
+  journal, read and written only inside its fenced transactions.
+- ``Llm``: an inference backend (llama-server, the embedded model).
+- ``Producer``: what gives the sweep a day's packet.
 
 The Store holds everything that is not a session log: the full-text index over logs,
 notes, pages, the journal of memory writes, and the recalls log. SQLite
@@ -11,123 +20,25 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import date, datetime
-from typing import Any, Literal, Protocol
-
-import msgspec
+from typing import Protocol
 
 from tether.core.memory_block import Entry
 from tether.core.sweep import state as _sweep
-
-HitKind = Literal["turn", "summary", "page", "fact", "note", "identity"]
-Tag = Literal["memory", "memory-tainted"]
-#: Which part of a session log an indexed row came from.
-LogField = Literal["user", "assistant", "tool_call", "summary"]
-
-
-class Hit(msgspec.Struct, frozen=True):
-    """One recall result. ``session``/``turn`` are set for session-log hits."""
-
-    kind: HitKind
-    session: str | None
-    turn: int | None
-    text: str
-    tag: Tag
-    score: float
-    #: Stable key of what was found (``note:12``, ``page:slug``, ``turn:s1:4``,
-    #: ``identity:m-3fa2c1``, ``fact:7``), used by
-    #: the recalls log so counts survive a re-index.
-    ref: str
-
-
-class Found(msgspec.Struct, frozen=True):
-    """One indexed row a search found, with what ranking needs (``core.ranking``).
-
-    ``score``: positive, higher is better (0 from ``newest``, which does not rank);
-    ``ref``: ``turn:<session>:<turn>`` for log rows, as in ``Hit``."""
-
-    id: int
-    kind: HitKind
-    session: str | None
-    turn: int | None
-    field: LogField | None
-    tainted: bool
-    ref: str
-    time: datetime
-    text: str
-    score: float
-
-
-class LogRow(msgspec.Struct, frozen=True):
-    """A searchable piece of a session log, as the indexer hands it to the store."""
-
-    session: str
-    epoch: int
-    turn: int
-    field: LogField
-    text: str
-    tainted: bool
-    time: datetime
-
-
-class IndexCursor(msgspec.Struct, frozen=True):
-    """How far a log file has been indexed: byte offset, the session's turn number and
-    taint at that offset (so an incremental pass resumes with the right numbering)."""
-
-    path: str
-    offset: int
-    turn: int
-    tainted: bool
-    #: Complete lines before ``offset``, so an error further on names the right line.
-    lines: int = 0
-
-
-class Note(msgspec.Struct, frozen=True):
-    id: int
-    text: str
-    untrusted: bool
-    session: str | None
-    time: datetime
-
-
-class Page(msgspec.Struct, frozen=True):
-    slug: str
-    title: str
-    body: str
-    tags: tuple[str, ...]
-    visibility: Literal["private", "world"]
-    untrusted: bool
-    updated_at: datetime
-
-
-class JournalEntry(msgspec.Struct, frozen=True):
-    """One memory write: who did it, from which session, and the text before and after."""
-
-    time: datetime
-    who: str  # "owner", "agent", "import", ...
-    session: str | None
-    action: str  # "add", "remove", "consolidate", "note", "page_write", ...
-    target: str  # "identity", "note:<id>", "page:<slug>"
-    before: str | None
-    after: str | None
-    id: int = 0
-
-
-class TextCell(msgspec.Struct, frozen=True):
-    """One stored memory text (``Store.read_cells``): where it is and what it holds."""
-
-    kind: str  # note, page, journal, fact, sweep-journal, trigger, stage
-    table: str
-    column: str
-    key: tuple[Any, ...]  # the row's key columns, as stored
-    name: str  # the row as messages name it: a note id, a page slug, owner/date ...
-    text: str
-    busy: bool = False  # a staged day the sweep is in the middle of: must not change
-
-
-class RecallStat(msgspec.Struct, frozen=True):
-    ref: str
-    count: int
-    last: datetime | None
+from tether.core.sweep.packet import DailySweepInput, Incomplete
+from tether.core.sweep.windows import Window
+from tether.records import (
+    Completion,
+    CompletionRequest,
+    Found,
+    Hit,
+    IndexCursor,
+    JournalEntry,
+    LogRow,
+    Note,
+    Page,
+    RecallStat,
+    TextCell,
+)
 
 
 class Clock(Protocol):
@@ -306,3 +217,21 @@ class SweepStore(Protocol):
 
     def transaction(self, *, write: bool = True) -> AbstractContextManager[SweepTx]:
         """A transaction: committed when the block ends, rolled back if it raises."""
+
+
+class Llm(Protocol):
+    """An inference backend. Errors are always ``tether.errors.LlmError`` subclasses."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Run one completion; raises ContextFullError when the prompt does not fit."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the backend is unusable afterwards."""
+        ...
+
+
+class Producer(Protocol):
+    """Gives the sweep a day's packet, or says why the day is not ready."""
+
+    def produce(self, owner: _sweep.Owner, window: Window) -> DailySweepInput | Incomplete: ...

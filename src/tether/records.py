@@ -1,4 +1,7 @@
-"""Typed records: the session-log union and the chat messages built from it.
+"""Typed records, the vocabulary every layer shares: the session-log union and the chat
+messages built from it, what the memory store holds and recall returns (``Hit``,
+``Found``, ``Note``, ``Page``, ...), and what an inference backend takes and returns
+(``CompletionRequest``, ``Completion``). Pure data: no I/O, no tether imports.
 
 A session log is one JSON object a line, tagged by ``type``. Decoding is strict: an
 unknown field, a missing field or a wrong type is an error, and every record carries a
@@ -156,3 +159,147 @@ class ChatMessage(msgspec.Struct, frozen=True, omit_defaults=True):
     content: str
     tool_calls: tuple[ToolCallRequest, ...] = ()
     tool_call_id: str | None = None
+
+
+# -- memory: what the Store holds and recall returns ----------------------------------
+
+HitKind = Literal["turn", "summary", "page", "fact", "note", "identity"]
+Tag = Literal["memory", "memory-tainted"]
+#: Which part of a session log an indexed row came from.
+LogField = Literal["user", "assistant", "tool_call", "summary"]
+
+
+class Hit(msgspec.Struct, frozen=True):
+    """One recall result. ``session``/``turn`` are set for session-log hits."""
+
+    kind: HitKind
+    session: str | None
+    turn: int | None
+    text: str
+    tag: Tag
+    score: float
+    #: Stable key of what was found (``note:12``, ``page:slug``, ``turn:s1:4``,
+    #: ``identity:m-3fa2c1``, ``fact:7``), used by
+    #: the recalls log so counts survive a re-index.
+    ref: str
+
+
+class Found(msgspec.Struct, frozen=True):
+    """One indexed row a search found, with what ranking needs (``core.ranking``).
+
+    ``score``: positive, higher is better (0 from ``newest``, which does not rank);
+    ``ref``: ``turn:<session>:<turn>`` for log rows, as in ``Hit``."""
+
+    id: int
+    kind: HitKind
+    session: str | None
+    turn: int | None
+    field: LogField | None
+    tainted: bool
+    ref: str
+    time: datetime
+    text: str
+    score: float
+
+
+class LogRow(msgspec.Struct, frozen=True):
+    """A searchable piece of a session log, as the indexer hands it to the store."""
+
+    session: str
+    epoch: int
+    turn: int
+    field: LogField
+    text: str
+    tainted: bool
+    time: datetime
+
+
+class IndexCursor(msgspec.Struct, frozen=True):
+    """How far a log file has been indexed: byte offset, the session's turn number and
+    taint at that offset (so an incremental pass resumes with the right numbering)."""
+
+    path: str
+    offset: int
+    turn: int
+    tainted: bool
+    #: Complete lines before ``offset``, so an error further on names the right line.
+    lines: int = 0
+
+
+class Note(msgspec.Struct, frozen=True):
+    id: int
+    text: str
+    untrusted: bool
+    session: str | None
+    time: datetime
+
+
+class Page(msgspec.Struct, frozen=True):
+    slug: str
+    title: str
+    body: str
+    tags: tuple[str, ...]
+    visibility: Literal["private", "world"]
+    untrusted: bool
+    updated_at: datetime
+
+
+class JournalEntry(msgspec.Struct, frozen=True):
+    """One memory write: who did it, from which session, and the text before and after."""
+
+    time: datetime
+    who: str  # "owner", "agent", "import", ...
+    session: str | None
+    action: str  # "add", "remove", "consolidate", "note", "page_write", ...
+    target: str  # "identity", "note:<id>", "page:<slug>"
+    before: str | None
+    after: str | None
+    id: int = 0
+
+
+class TextCell(msgspec.Struct, frozen=True):
+    """One stored memory text (``Store.read_cells``): where it is and what it holds."""
+
+    kind: str  # note, page, journal, fact, sweep-journal, trigger, stage
+    table: str
+    column: str
+    key: tuple[Any, ...]  # the row's key columns, as stored
+    name: str  # the row as messages name it: a note id, a page slug, owner/date ...
+    text: str
+    busy: bool = False  # a staged day the sweep is in the middle of: must not change
+
+
+class RecallStat(msgspec.Struct, frozen=True):
+    ref: str
+    count: int
+    last: datetime | None
+
+
+# -- inference: what every backend takes and returns, whatever its wire protocol --------
+
+
+class CompletionRequest(msgspec.Struct, frozen=True):
+    """One chat completion: the whole prompt, on an optional slot.
+
+    ``slot`` pins the request to one of the server's slots so its KV cache stays warm
+    across turns (None lets the server choose). ``json_schema`` asks for a reply that
+    validates against that schema (grammar-constrained on llama-server).
+    """
+
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSchema, ...] = ()
+    slot: int | None = None
+    max_tokens: int | None = None
+    json_schema: dict[str, Any] | None = None
+    temperature: float | None = None
+
+
+class Completion(msgspec.Struct, frozen=True):
+    """The model's answer and the server's token accounting for the request."""
+
+    content: str
+    tool_calls: tuple[ToolCallRequest, ...]
+    finish_reason: str
+    cache_n: int
+    prompt_n: int
+    predicted_n: int

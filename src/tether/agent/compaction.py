@@ -21,13 +21,12 @@ from tether.config import Config
 from tether.core.compaction import cap, carry_text, fallback_summary, neutralise
 from tether.core.scheduling import Priority
 from tether.errors import LlmError, TetherError
-from tether.llm.types import CompletionRequest, Llm
-from tether.ports import Clock
-from tether.records import Baseline, ChatMessage, EpochEnd, SessionStart
+from tether.faults import crash_point
+from tether.ports import Clock, Llm
+from tether.records import Baseline, ChatMessage, CompletionRequest, EpochEnd, SessionStart
 from tether.scan.allow import home_allow
 from tether.scan.secrets import redact
 from tether.sessions import Session
-from tether.testing.crash import crash_point
 
 log = logging.getLogger("tether.daemon")
 

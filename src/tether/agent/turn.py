@@ -30,13 +30,14 @@ from tether.errors import (
     NotFoundError,
     TetherError,
 )
-from tether.llm.types import CompletionRequest, Llm
+from tether.faults import crash_point
 from tether.memory.identity import Identity
 from tether.memory.indexer import index_home
-from tether.ports import Clock, Store
+from tether.ports import Clock, Llm, Store
 from tether.records import (
     Assistant,
     Baseline,
+    CompletionRequest,
     LogRecord,
     ToolCall,
     ToolResult,
@@ -46,7 +47,6 @@ from tether.records import (
     User,
 )
 from tether.sessions import Session
-from tether.testing.crash import crash_point
 from tether.tools import schemas
 from tether.tools.box import ToolBox, ToolContext
 

@@ -45,6 +45,7 @@ from tether.errors import (
     InvalidIdError,
     NotFoundError,
 )
+from tether.files import write_atomic
 from tether.ids import session_id
 from tether.records import (
     Assistant,
@@ -62,7 +63,6 @@ from tether.records import (
     is_utc,
 )
 from tether.scan import redact_bytes
-from tether.sessions.files import write_atomic
 
 CORPUS_DIR = "corpus"
 LINK_PREFIX = "tether://corpus/"

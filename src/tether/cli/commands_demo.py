@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from tether.demo import STEPS, Event, run
+from tether.cli.demo import STEPS, Event, run
 
 
 def _run(home: Path, console: Console) -> float:

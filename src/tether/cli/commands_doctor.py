@@ -20,8 +20,7 @@ from tether.cli.context import Context, echo_json, pass_ctx
 from tether.config import Config
 from tether.errors import LlmError, TetherError
 from tether.llm.llama_server import LlamaServerClient
-from tether.llm.types import CompletionRequest
-from tether.records import ChatMessage
+from tether.records import ChatMessage, CompletionRequest
 
 #: Seconds a doctor's probe of a server waits at most (whatever [llm] timeout_s says).
 PROBE_TIMEOUT_S = 5.0

@@ -16,10 +16,10 @@ from typing import Any
 import click
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx, utc_stamp
+from tether.imports.jsonl import import_jsonl
 from tether.memory.indexer import index_home, reindex
 from tether.memory.recall import SessionHit, recall, recall_sessions
-from tether.ports import Hit
-from tether.sessions.importer import import_jsonl
+from tether.records import Hit
 
 #: Characters of a hit's text on one line of human output.
 TEXT_CHARS = 120
@@ -196,7 +196,7 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
 
 
 def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
-    from tether.sessions.import_transcript import (
+    from tether.imports.transcript import (
         import_transcript,
         skipped_words,
         transcripts_in,

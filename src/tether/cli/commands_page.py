@@ -16,10 +16,10 @@ import click
 
 from tether.cli.context import Context, echo_json, pass_ctx, redact_option, utc_stamp
 from tether.errors import BadInputError, NotFoundError
+from tether.files import read_user_text
 from tether.ids import page_slug
 from tether.memory.pages import Visibility, remove_page, render, write_page
-from tether.ports import Page
-from tether.sessions.files import read_user_text
+from tether.records import Page
 
 
 def page_json(page: Page, *, body: bool = True) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from tether.core import query
 from tether.core.periods import Period
-from tether.ports import Found
+from tether.records import Found
 
 #: Weight of assistant replies, tool calls and tool summaries beside the owner's words.
 ASIDE_WEIGHT = 0.3

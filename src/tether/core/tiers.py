@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from tether.core.compaction import cap, neutralise
 from tether.core.memory_block import Entry
-from tether.ports import Note, RecallStat
+from tether.records import Note, RecallStat
 
 #: Characters of one item's text in the text listing (JSON keeps the whole text).
 ITEM_CHARS = 1000

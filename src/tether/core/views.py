@@ -58,7 +58,7 @@ R = TypeVar("R")
 
 
 class ViewPage(Protocol):
-    """What selection reads of a page (``tether.ports.Page`` is one)."""
+    """What selection reads of a page (``tether.records.Page`` is one)."""
 
     @property
     def slug(self) -> str: ...

@@ -14,8 +14,7 @@ from tether.config import Config
 from tether.errors import BadInputError
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
-from tether.llm.types import Llm
-from tether.ports import Clock, Store
+from tether.ports import Clock, Llm, Store
 from tether.scheduler import Job, Scheduler
 from tether.stores import open_store
 from tether.tools.box import ToolBox

@@ -1,6 +1,6 @@
-"""Inference backends behind one protocol: ``Llm.complete(CompletionRequest) -> Completion``."""
+"""Inference backends behind one protocol (``tether.ports.Llm``):
+``complete(CompletionRequest) -> Completion``, both records in ``tether.records``."""
 
 from tether.llm.llama_server import LlamaServerClient
-from tether.llm.types import Completion, CompletionRequest, Llm
 
-__all__ = ["Completion", "CompletionRequest", "LlamaServerClient", "Llm"]
+__all__ = ["LlamaServerClient"]

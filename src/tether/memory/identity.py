@@ -22,11 +22,12 @@ from pathlib import Path
 
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
-from tether.ports import JournalEntry, Store
+from tether.files import write_atomic
+from tether.ports import Store
+from tether.records import JournalEntry
 from tether.scan.allow import home_allow
 from tether.scan.screen import Screened, screen
 from tether.scan.secrets import redact
-from tether.sessions.files import write_atomic
 
 MEMORY_FILE = "memory/memory.md"
 STARTER = (

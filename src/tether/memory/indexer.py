@@ -24,13 +24,23 @@ from pathlib import Path
 
 import msgspec
 
+from tether import files
 from tether.errors import SessionError, TetherError
 from tether.ids import is_session_id, session_id
-from tether.ports import IndexCursor, LogField, LogRow, Store
-from tether.records import Assistant, LogRecord, ToolCall, ToolResult, ToolSummary, User
+from tether.ports import Store
+from tether.records import (
+    Assistant,
+    IndexCursor,
+    LogField,
+    LogRecord,
+    LogRow,
+    ToolCall,
+    ToolResult,
+    ToolSummary,
+    User,
+)
 from tether.scan.allow import home_allow
 from tether.scan.secrets import redact_many
-from tether.sessions import files
 from tether.sessions.session import SESSIONS_DIR, Session
 
 #: Rows gathered before one store transaction (whole sessions are never split).

@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from tether.errors import BadInputError
-from tether.ports import JournalEntry, Note, Store
+from tether.ports import Store
+from tether.records import JournalEntry, Note
 from tether.scan.screen import Screened
 
 

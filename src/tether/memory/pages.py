@@ -11,7 +11,8 @@ from typing import Literal
 
 from tether.errors import BadInputError, NotFoundError
 from tether.ids import page_slug
-from tether.ports import JournalEntry, Page, Store
+from tether.ports import Store
+from tether.records import JournalEntry, Page
 from tether.scan.screen import Screened
 
 Visibility = Literal["private", "world"]

@@ -28,7 +28,8 @@ import msgspec
 from tether.core import periods, query, ranking
 from tether.errors import BadInputError
 from tether.memory.identity import Identity
-from tether.ports import Hit, Store
+from tether.ports import Store
+from tether.records import Hit
 from tether.scan.allow import home_allow
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.

@@ -31,7 +31,8 @@ from tether.core.sweep.errors import ConditionError, PacketError
 from tether.core.sweep.packet import decode_packet, encode_packet
 from tether.core.sweep.triggers import compile_text
 from tether.memory.identity import Identity
-from tether.ports import JournalEntry, Store, TextCell
+from tether.ports import Store
+from tether.records import JournalEntry, TextCell
 from tether.scan.secrets import Finding, redact, scan
 from tether.sweep import redaction
 

@@ -27,10 +27,10 @@ from tether.core.scheduling import (
     scheduled_text,
 )
 from tether.errors import TetherError
+from tether.faults import crash_point
 from tether.memory.tiers import tiers_text
 from tether.scheduler.jobs import Job
 from tether.scheduler.ledger import RunLedger
-from tether.testing.crash import crash_point
 
 log = logging.getLogger("tether.scheduler")
 

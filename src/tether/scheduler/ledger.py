@@ -13,11 +13,11 @@ from pathlib import Path
 
 import msgspec
 
+from tether import files
 from tether.core.scheduling import RunRecord, RunStatus, open_runs
 from tether.errors import TetherError
 from tether.records import is_utc
 from tether.scheduler.jobs import jobs_dir
-from tether.sessions import files
 
 LEDGER_FILE = "runs.jsonl"
 _encoder = msgspec.json.Encoder()

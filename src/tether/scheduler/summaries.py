@@ -23,9 +23,8 @@ from tether.config import Config
 from tether.core.compaction import cap, neutralise
 from tether.core.scheduling import Priority, pending_summaries
 from tether.errors import TetherError
-from tether.llm.types import CompletionRequest, Llm
-from tether.ports import Clock
-from tether.records import ChatMessage, ToolCall, ToolResult, ToolSummary
+from tether.ports import Clock, Llm
+from tether.records import ChatMessage, CompletionRequest, ToolCall, ToolResult, ToolSummary
 from tether.scan.allow import home_allow
 from tether.scan.secrets import redact
 from tether.sessions import Session

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from tether import files
 from tether.core import replay
 from tether.errors import (
     BaselineMismatchError,
@@ -26,6 +27,7 @@ from tether.errors import (
     NotFoundError,
     SessionError,
 )
+from tether.faults import crash_point
 from tether.ids import session_id
 from tether.records import (
     Baseline,
@@ -38,8 +40,6 @@ from tether.records import (
     User,
     is_utc,
 )
-from tether.sessions import files
-from tether.testing.crash import crash_point
 
 SESSIONS_DIR = "sessions"
 _EPOCH_FILE = re.compile(r"(0|[1-9][0-9]*)\.(baseline\.json|jsonl)")

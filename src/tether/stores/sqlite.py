@@ -38,7 +38,7 @@ import msgspec
 from tether.core import cjk
 from tether.core.memory_block import Entry
 from tether.errors import StoreVersionError
-from tether.ports import (
+from tether.records import (
     Found,
     Hit,
     HitKind,

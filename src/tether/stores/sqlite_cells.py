@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.core import cjk
-from tether.ports import TextCell
+from tether.records import TextCell
 
 BATCH = 500
 

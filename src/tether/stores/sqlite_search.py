@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tether.ports import Found, Hit
+from tether.records import Found, Hit
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICRO = timedelta(microseconds=1)

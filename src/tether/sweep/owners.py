@@ -18,9 +18,9 @@ from tether.core.sweep.state import Owner, StandingTrigger
 from tether.core.sweep.triggers import compile_text
 from tether.core.sweep.windows import local_today, zone
 from tether.errors import InvalidIdError
+from tether.faults import crash_point
 from tether.ports import SweepStore, SweepTx
 from tether.sweep.fence import live_owner
-from tether.testing.crash import crash_point
 
 DEFAULT_OWNER = "owner"
 DEFAULT_ZONE = "UTC"

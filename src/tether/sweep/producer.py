@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Protocol
 
 import msgspec
 
@@ -19,6 +18,7 @@ from tether.core.sweep.packet import (
     AUTHORITIES,
     DailySweepInput,
     FactCandidate,
+    Incomplete,
     SourceRef,
     decode_packet,
 )
@@ -26,14 +26,6 @@ from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import Window
 
 STAGING_DIR = ("sweep", "staging")
-
-
-class Incomplete(msgspec.Struct, frozen=True):
-    reason: str
-
-
-class Producer(Protocol):
-    def produce(self, owner: Owner, window: Window) -> DailySweepInput | Incomplete: ...
 
 
 def empty_packet(owner: Owner, window: Window) -> DailySweepInput:

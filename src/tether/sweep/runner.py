@@ -22,6 +22,7 @@ from tether.core.sweep.errors import PacketError, SweepFencedError
 from tether.core.sweep.packet import (
     DailySweepInput,
     FactCandidate,
+    Incomplete,
     decode_packet,
     digest,
     encode_packet,
@@ -29,12 +30,10 @@ from tether.core.sweep.packet import (
 )
 from tether.core.sweep.state import Cursor, Owner, StagedPacket
 from tether.core.sweep.windows import plan_dates, window_for
-from tether.ports import SweepStore
+from tether.faults import crash_point, pause_point
+from tether.ports import Producer, SweepStore
 from tether.sweep import apply, cursor, receipts, redaction
 from tether.sweep.fence import DayContext, fence
-from tether.sweep.producer import Incomplete, Producer
-from tether.testing.crash import crash_point
-from tether.testing.pause import pause_point
 
 DayStatus = Literal["complete", "incomplete", "busy", "fenced", "refused"]
 OwnerStatus = Literal["ok", "partial", "busy", "blocked", "fenced", "refused", "skipped"]

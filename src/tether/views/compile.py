@@ -19,10 +19,10 @@ from typing import Literal
 from tether.core import tokens, views
 from tether.core.views import Target
 from tether.errors import BadInputError
+from tether.files import read_user_text, write_atomic
 from tether.ports import Store
 from tether.scan.allow import ALLOW_FILE, home_allow, home_blocklist
 from tether.scan.sensitive import Sensitive, first_sensitive
-from tether.sessions.files import read_user_text, write_atomic
 
 Status = Literal["written", "unchanged", "current", "stale"]
 NEW_FILE_MODE = 0o644

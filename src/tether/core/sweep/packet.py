@@ -178,3 +178,9 @@ def validate_candidate(candidate: Candidate) -> None:
 def _key(value: str) -> None:
     if not _KEY.fullmatch(value):
         raise PacketError("bad_content", "key outside [a-z0-9._:-]{1,64}")
+
+
+class Incomplete(msgspec.Struct, frozen=True):
+    """A day a producer cannot give yet (its rows are still settling): why, as a reason code."""
+
+    reason: str

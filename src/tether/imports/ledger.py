@@ -25,8 +25,8 @@ from pathlib import Path
 
 import msgspec
 
+from tether import files
 from tether.errors import ImportLedgerError
-from tether.sessions import files
 
 IMPORTS_DIR = "imports"
 

@@ -6,10 +6,10 @@ and every session it names opened, before anything is written: a bad line is an 
 naming file and line, and nothing was imported. Then each session (in first-appearance
 order) is created, or appended to in its current epoch, and the home is indexed.
 
-The file is not held in memory: it is read twice (``sessions.import_file``), and the
+The file is not held in memory: it is read twice (``imports.jsonl_file``), and the
 write pass holds one session's records at a time.
 
-An import is recorded in a ledger named by the file's sha256 (``sessions.import_ledger``):
+An import is recorded in a ledger named by the file's sha256 (``imports.ledger``):
 run again after a crash or Ctrl-C, it writes what is missing and nothing twice; run
 again after it finished, it writes nothing and says when it was imported.
 """
@@ -23,11 +23,9 @@ from pathlib import Path
 
 from tether.config import Config, load_config
 from tether.errors import ImportChangedError, ImportResumeError, SessionError
-from tether.memory.indexer import IndexReport, index_home
-from tether.ports import JournalEntry, Store
-from tether.records import Assistant, Baseline, LogRecord, User
-from tether.sessions.import_file import ImportLine, ImportPlan, check, opened
-from tether.sessions.import_ledger import (
+from tether.faults import crash_point, pause_point
+from tether.imports.jsonl_file import ImportLine, ImportPlan, check, opened
+from tether.imports.ledger import (
     Begin,
     Complete,
     ImportLedger,
@@ -35,10 +33,11 @@ from tether.sessions.import_ledger import (
     Progress,
     Started,
 )
+from tether.memory.indexer import IndexReport, index_home
+from tether.ports import Store
+from tether.records import Assistant, Baseline, JournalEntry, LogRecord, User
 from tether.sessions.session import Session
 from tether.stores import open_store
-from tether.testing.crash import crash_point
-from tether.testing.pause import pause_point
 
 #: The system prompt of imported sessions when the home has no ``config/system.md``.
 DEFAULT_SYSTEM = "You are tether, a personal assistant with a long memory."

@@ -33,17 +33,17 @@ from pathlib import Path
 
 import msgspec
 
+from tether import files
 from tether.config import Config
 from tether.errors import BadInputError, NotFoundError
+from tether.faults import crash_point
 from tether.harnesses import claude_code, codex
 from tether.harnesses.transcript import Message, Transcript
+from tether.imports.jsonl import ImportReport, import_jsonl
+from tether.imports.ledger import IMPORTS_DIR, ImportLedger
 from tether.ports import Store
 from tether.records import Assistant, User
-from tether.sessions import files
-from tether.sessions.import_ledger import IMPORTS_DIR, ImportLedger
-from tether.sessions.importer import ImportReport, import_jsonl
 from tether.sessions.session import Session, session_dir
-from tether.testing.crash import crash_point
 
 LOCK_FILE = ".transcripts.lock"
 

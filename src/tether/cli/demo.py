@@ -29,10 +29,10 @@ from tether.daemon.compose import Runtime, build_llm, build_runtime
 from tether.errors import BadInputError, TetherError
 from tether.home import init_home
 from tether.llm.embedded import require_extra
-from tether.llm.types import Completion, CompletionRequest, Llm
 from tether.memory.identity import Identity
 from tether.memory.recall import recall
-from tether.records import Assistant, Usage
+from tether.ports import Llm
+from tether.records import Assistant, Completion, CompletionRequest, Usage
 from tether.scan.allow import home_allow
 from tether.scan.screen import screen
 from tether.scheduler.heartbeat import Heartbeat
