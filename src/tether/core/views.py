@@ -30,10 +30,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from tether.core import tokens
 from tether.errors import ManagedBlockError
+from tether.records import Page
 
 Target = Literal["claude-code", "codex", "openclaw"]
 TARGETS: tuple[Target, ...] = ("claude-code", "codex", "openclaw")
@@ -57,30 +58,11 @@ Arm = Literal["pinned", "durable", "recent"]
 R = TypeVar("R")
 
 
-class ViewPage(Protocol):
-    """What selection reads of a page (``tether.records.Page`` is one)."""
-
-    @property
-    def slug(self) -> str: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def body(self) -> str: ...
-    @property
-    def tags(self) -> tuple[str, ...]: ...
-    @property
-    def visibility(self) -> Literal["private", "world"]: ...
-    @property
-    def untrusted(self) -> bool: ...
-    @property
-    def updated_at(self) -> datetime: ...
-
-
 @dataclass(frozen=True)
 class Chosen:
     """A selected page: why (``arm``) and its weight."""
 
-    page: ViewPage
+    page: Page
     arm: Arm
     weight: float
 
@@ -97,7 +79,7 @@ class Packed(Generic[R]):
     tokens: int
 
 
-def leaves_home(page: ViewPage) -> str | None:
+def leaves_home(page: Page) -> str | None:
     """Why ``page`` may not be in a view (``private``, ``untrusted``, ``corpus``), or None."""
     if page.slug.startswith("corpus/"):
         return "corpus"
@@ -108,7 +90,7 @@ def leaves_home(page: ViewPage) -> str | None:
     return None
 
 
-def select(pages: Iterable[ViewPage]) -> list[Chosen]:
+def select(pages: Iterable[Page]) -> list[Chosen]:
     """The candidates of a view, best first (see the module docstring)."""
     candidates = sorted(
         (p for p in pages if leaves_home(p) is None), key=lambda p: (-_micros(p), p.slug)
@@ -139,11 +121,11 @@ def select(pages: Iterable[ViewPage]) -> list[Chosen]:
     return chosen
 
 
-def _micros(p: ViewPage) -> int:
+def _micros(p: Page) -> int:
     return int(p.updated_at.timestamp() * 1_000_000)
 
 
-def _weight(p: ViewPage, anchor: datetime, arm: Arm) -> float:
+def _weight(p: Page, anchor: datetime, arm: Arm) -> float:
     """Halves every ``RECENT_DAYS`` of age behind the newest page; durable pages keep at
     least ``DURABLE_FLOOR``. Rounded so the order never hangs on a float's last bit."""
     age_days = (anchor - p.updated_at).total_seconds() / 86_400
@@ -195,7 +177,7 @@ def cut(text: str, limit: int) -> str:
     return start.rstrip() + "…"
 
 
-def entry(page: ViewPage) -> str:
+def entry(page: Page) -> str:
     """A page's entry in the file: a heading with its title and link, then the excerpt.
 
     An HTML comment opener in a page is written ``&lt;!--`` (Markdown shows the same
