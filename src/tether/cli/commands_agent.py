@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from tether.cli.context import Context, pass_ctx
 from tether.ids import session_id
+
+if TYPE_CHECKING:
+    from tether.daemon.api import DaemonClient
+    from tether.daemon.replies import CompactReply, TurnReply
 
 DEFAULT_SESSION = "chat"
 
@@ -25,20 +30,23 @@ def serve_cmd(ctx: Context) -> None:
     run(ctx.home, ctx.config())
 
 
-def _print_turn(body: dict[str, Any], verbose: bool) -> None:
-    click.echo(body["reply"])
+def _print_turn(reply: TurnReply, verbose: bool) -> None:
+    click.echo(reply.reply)
     if verbose:
-        usage = body.get("usage") or {}
+        usage = reply.usage
+        cache_n = None if usage is None else usage.cache_n
+        prompt_n = None if usage is None else usage.prompt_n
         click.echo(
-            f"[session {body['session']} turn {body['turn']} epoch {body['epoch']} "
-            f"slot {body['slot']} cache_n {usage.get('cache_n')} prompt_n "
-            f"{usage.get('prompt_n')}{' untrusted' if body['untrusted'] else ''}]",
+            f"[session {reply.session} turn {reply.turn} epoch {reply.epoch} "
+            f"slot {reply.slot} cache_n {cache_n} prompt_n "
+            f"{prompt_n}{' untrusted' if reply.untrusted else ''}]",
             err=True,
         )
 
 
 class _InProcess:
-    """Runs turns in this process when no daemon is serving the home."""
+    """Runs turns in this process when no daemon is serving the home, answering with the
+    records the daemon would send (built by the same functions)."""
 
     def __init__(self, ctx: Context) -> None:
         from tether.daemon.compose import build_runtime
@@ -47,47 +55,56 @@ class _InProcess:
         self.loop = asyncio.new_event_loop()
         self.due: set[str] = set()
 
-    def turn(self, session: str, text: str) -> dict[str, Any]:
-        from tether.daemon.api import turn_json
+    def turn(self, session: str, text: str) -> TurnReply:
+        from tether.daemon.replies import turn_reply
 
         done = self.loop.run_until_complete(self.runtime.agent.run_turn(session, text))
         self.due.discard(session)
         if done.compact_due:
             self.due.add(session)
-        return turn_json(done)
+        return turn_reply(done)
 
-    def compact_if_due(self, sid: str) -> None:
-        """After a turn: compact when that turn said the session is due (the daemon does
-        the same), without re-reading the session's logs to find out."""
-        if sid in self.due:
-            self.loop.run_until_complete(self.runtime.agent.compact_if_due(sid))
+    def after_turn(self, session: str) -> None:
+        """Compact when the last turn said the session is due, as the daemon does after
+        each turn, without re-reading the session's logs to find out. Apart from ``turn``
+        so that the reply is printed before the compaction starts."""
+        if session in self.due:
+            self.loop.run_until_complete(self.runtime.agent.compact_if_due(session))
 
-    def compact(self, sid: str) -> dict[str, Any]:
-        from tether.daemon.api import compaction_json
+    def compact(self, session: str) -> CompactReply:
+        from tether.daemon.replies import compact_reply
 
-        return compaction_json(self.loop.run_until_complete(self.runtime.agent.compact_now(sid)))
+        done = self.loop.run_until_complete(self.runtime.agent.compact_now(session))
+        return compact_reply(done)
 
     def close(self) -> None:
         self.loop.run_until_complete(self.runtime.aclose())
         self.loop.close()
 
 
-def with_backend(ctx: Context, action: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``action`` against the daemon if one serves the home, else in this process."""
+if TYPE_CHECKING:
+    #: Where the CLI's turns and compactions run: both answer with the records of
+    #: ``daemon.replies``, and ``open_backend`` is the one place that picks one.
+    Backend = DaemonClient | _InProcess
+
+
+@contextmanager
+def open_backend(ctx: Context) -> Iterator[Backend]:
+    """The daemon if one serves the home, else this process: the one place that chooses."""
     from tether.daemon.api import DaemonClient
 
     config = ctx.config()
     client = DaemonClient(ctx.home, timeout_s=config.llm.timeout_s * config.tools.step_limit)
-    try:
-        if client.alive():
-            return action(client)
-        in_process = _InProcess(ctx)
-        try:
-            return action(in_process)
-        finally:
-            in_process.close()
-    finally:
+    backend: Backend
+    if client.alive():
+        backend = client
+    else:
         client.close()
+        backend = _InProcess(ctx)
+    try:
+        yield backend
+    finally:
+        backend.close()
 
 
 @click.command("chat")
@@ -107,22 +124,11 @@ def chat_cmd(ctx: Context, sid: str, verbose: bool, text: str | None) -> None:
     Goes through the daemon when one serves this home, otherwise runs in this process. A
     turn on a session that is busy waits for it.
     """
-    from tether.daemon.api import DaemonClient
-
     session_id(sid)
-    config = ctx.config()
-    client = DaemonClient(ctx.home, timeout_s=config.llm.timeout_s * config.tools.step_limit)
-    in_process: _InProcess | None = None
-    try:
-        if client.alive():
-            turn = client.turn
-        else:
-            in_process = _InProcess(ctx)
-            turn = in_process.turn
+    with open_backend(ctx) as backend:
         if text is not None:
-            _print_turn(turn(sid, text), verbose)
-            if in_process is not None:
-                in_process.compact_if_due(sid)  # the daemon does this after each turn
+            _print_turn(backend.turn(sid, text), verbose)
+            backend.after_turn(sid)
             return
         # Prompts only for a person at a terminal: piped input gets replies alone on stdout.
         prompt = "you> " if sys.stdin.isatty() else ""
@@ -138,13 +144,8 @@ def chat_cmd(ctx: Context, sid: str, verbose: bool, text: str | None) -> None:
                 return
             if not line.strip():
                 continue
-            _print_turn(turn(sid, line), verbose)
-            if in_process is not None:
-                in_process.compact_if_due(sid)
-    finally:
-        client.close()
-        if in_process is not None:
-            in_process.close()
+            _print_turn(backend.turn(sid, line), verbose)
+            backend.after_turn(sid)
 
 
 COMMANDS = [serve_cmd, chat_cmd]

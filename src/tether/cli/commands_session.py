@@ -88,16 +88,17 @@ def session_show(ctx: Context, session_id: str, as_json: bool) -> None:
 def session_compact(ctx: Context, session_id: str, as_json: bool) -> None:
     """Compact a session now (the owner's /compact): bank its window, summarise it on the
     background slot, and start its next epoch. Waits for a turn in flight."""
-    from tether.cli.commands_agent import with_backend
+    from tether.cli.commands_agent import open_backend
 
-    info = with_backend(ctx, lambda backend: backend.compact(session_id))
+    with open_backend(ctx) as backend:
+        reply = backend.compact(session_id)
     if as_json:
-        echo_json(info)
+        echo_json(reply)
         return
-    where = f"; banked {info['segment']}" if info["segment"] else ""
+    where = f"; banked {reply.segment}" if reply.segment else ""
     click.echo(
-        f"compacted {info['session']}: epoch {info['from_epoch']} -> {info['to_epoch']} "
-        f"(summary: {info['summary']}, {info['summary_chars']} chars{where})"
+        f"compacted {reply.session}: epoch {reply.from_epoch} -> {reply.to_epoch} "
+        f"(summary: {reply.summary}, {reply.summary_chars} chars{where})"
     )
 
 

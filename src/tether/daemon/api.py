@@ -11,23 +11,33 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import httpx
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from tether.agent.compaction import CompactionDone
 from tether.agent.turn import TurnDone, TurnFailedError
 from tether.daemon.compose import Runtime
+from tether.daemon.replies import (
+    CompactReply,
+    DaemonProtocolError,
+    ErrorReply,
+    HealthReply,
+    TurnReply,
+    compact_reply,
+    error_reply,
+    turn_reply,
+)
 from tether.errors import BadInputError, TetherError
 
 RUN_DIR = "run"
 SOCKET = "tether.sock"
 log = logging.getLogger("tether.daemon")
+R = TypeVar("R", bound=msgspec.Struct)
 
 
 def socket_path(home: Path) -> Path:
@@ -48,46 +58,26 @@ def socket_accepts(path: Path) -> bool:
     return True
 
 
-class CompactRequest(msgspec.Struct, forbid_unknown_fields=True):
-    session: str
-
-
-def compaction_json(done: CompactionDone) -> dict[str, Any]:
-    bank = done.bank
-    return {
-        "session": done.session,
-        "from_epoch": done.from_epoch,
-        "to_epoch": done.to_epoch,
-        "summary": done.source,
-        "summary_chars": done.summary_chars,
-        "segment": None if bank is None or bank.path is None else str(bank.path),
-        "segment_code": None if bank is None else bank.code,
-    }
-
-
-class TurnRequest(msgspec.Struct, forbid_unknown_fields=True):
+class TurnRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     session: str
     text: str
     speaker: str | None = None
 
 
-def turn_json(done: TurnDone) -> dict[str, Any]:
-    usage = None
-    if done.usage is not None:
-        usage = {
-            "cache_n": done.usage.cache_n,
-            "prompt_n": done.usage.prompt_n,
-            "predicted_n": done.usage.predicted_n,
-        }
-    return {
-        "session": done.session,
-        "turn": done.turn,
-        "epoch": done.epoch,
-        "slot": done.slot,
-        "reply": done.reply,
-        "untrusted": done.untrusted,
-        "usage": usage,
-    }
+class CompactRequest(msgspec.Struct, forbid_unknown_fields=True):
+    session: str
+
+
+def _answer(reply: msgspec.Struct, status_code: int = 200) -> Response:
+    return Response(msgspec.json.encode(reply), status_code, media_type="application/json")
+
+
+def _refuse(exc: msgspec.DecodeError) -> Response:
+    return _answer(ErrorReply(error=f"bad request: {exc}", exit_code=2), 400)
+
+
+def _fail(exc: TetherError) -> Response:
+    return _answer(error_reply(exc), 400 if exc.exit_code == 2 else 500)
 
 
 def log_turn(done: TurnDone) -> None:
@@ -108,24 +98,21 @@ def log_turn(done: TurnDone) -> None:
 
 
 def build_app(runtime: Runtime) -> Starlette:
-    async def health(_: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "pid": os.getpid(), "home": str(runtime.home)})
+    async def health(_: Request) -> Response:
+        return _answer(HealthReply(status="ok", pid=os.getpid(), home=str(runtime.home)))
 
-    async def turn(request: Request) -> JSONResponse:
+    async def turn(request: Request) -> Response:
         try:
             req = msgspec.json.decode(await request.body(), type=TurnRequest)
         except msgspec.DecodeError as exc:
-            return JSONResponse({"error": f"bad request: {exc}", "exit_code": 2}, status_code=400)
+            return _refuse(exc)
         try:
             done = await runtime.agent.run_turn(req.session, req.text, speaker=req.speaker)
         except TurnFailedError as exc:
             log.warning("turn session=%s failed kind=%s: %s", req.session, exc.kind, exc.cause)
-            return JSONResponse(
-                {"error": str(exc), "kind": exc.kind, "exit_code": 1}, status_code=502
-            )
+            return _answer(error_reply(exc), 502)
         except TetherError as exc:
-            code = 400 if exc.exit_code == 2 else 500
-            return JSONResponse({"error": str(exc), "exit_code": exc.exit_code}, status_code=code)
+            return _fail(exc)
         log_turn(done)
         # Compaction runs after the reply goes out; the next turn of this session waits
         # for it on the busy set, other sessions do not.
@@ -133,7 +120,7 @@ def build_app(runtime: Runtime) -> Starlette:
             task = asyncio.create_task(_compact_after(done.session))
             background.add(task)
             task.add_done_callback(background.discard)
-        return JSONResponse(turn_json(done))
+        return _answer(turn_reply(done))
 
     async def _compact_after(sid: str) -> None:
         try:
@@ -141,16 +128,15 @@ def build_app(runtime: Runtime) -> Starlette:
         except TetherError as exc:
             log.warning("compaction session=%s failed: %s", sid, exc)
 
-    async def compact(request: Request) -> JSONResponse:
+    async def compact(request: Request) -> Response:
         try:
             req = msgspec.json.decode(await request.body(), type=CompactRequest)
             done = await runtime.agent.compact_now(req.session)
         except msgspec.DecodeError as exc:
-            return JSONResponse({"error": f"bad request: {exc}", "exit_code": 2}, status_code=400)
+            return _refuse(exc)
         except TetherError as exc:
-            code = 400 if exc.exit_code == 2 else 500
-            return JSONResponse({"error": str(exc), "exit_code": exc.exit_code}, status_code=code)
-        return JSONResponse(compaction_json(done))
+            return _fail(exc)
+        return _answer(compact_reply(done))
 
     background: set[asyncio.Task[None]] = set()
     app = Starlette(
@@ -187,20 +173,33 @@ class DaemonClient:
         except httpx.HTTPError:
             return False
 
-    def turn(self, session: str, text: str) -> dict[str, Any]:
-        return self._post("/v1/turn", {"session": session, "text": text})
+    def turn(self, session: str, text: str) -> TurnReply:
+        return self._post("/v1/turn", TurnRequest(session=session, text=text), TurnReply)
 
-    def compact(self, session: str) -> dict[str, Any]:
-        return self._post("/v1/compact", {"session": session})
+    def after_turn(self, session: str) -> None:
+        """Nothing to do: the daemon compacts a due session itself after each turn."""
 
-    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def compact(self, session: str) -> CompactReply:
+        return self._post("/v1/compact", CompactRequest(session=session), CompactReply)
+
+    def _post(self, path: str, request: msgspec.Struct, reply: type[R]) -> R:
         try:
-            resp = self._client.post(path, json=payload)
+            resp = self._client.post(
+                path,
+                content=msgspec.json.encode(request),
+                headers={"content-type": "application/json"},
+            )
         except httpx.HTTPError as exc:
             raise TetherError(f"daemon at {self.path} stopped answering: {exc}") from None
-        body: dict[str, Any] = resp.json()
         if resp.status_code == 200:
-            return body
-        if body.get("exit_code") == 2:
-            raise BadInputError(str(body.get("error")))
-        raise TetherError(str(body.get("error", f"daemon answered HTTP {resp.status_code}")))
+            return self._decode(resp, reply)
+        error = self._decode(resp, ErrorReply)
+        if error.exit_code == 2:
+            raise BadInputError(error.error)
+        raise TetherError(error.error)
+
+    def _decode(self, resp: httpx.Response, reply: type[R]) -> R:
+        try:
+            return msgspec.json.decode(resp.content, type=reply)
+        except msgspec.DecodeError as exc:
+            raise DaemonProtocolError(self.path, resp.status_code, str(exc)) from None
