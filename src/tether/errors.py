@@ -1,5 +1,13 @@
 """Every error tether raises on purpose, in one tree.
 
+Each line names a class, what it means and, in parentheses at the end, what it carries.
+A class exits as its parent does: ``exit N`` on a line is where the code changes, so
+everything exits 1 but what hangs off ``BadInputError`` or ``NotFoundError`` (exit 2).
+Most classes live here; one raised by a single use case lives next to it, and its line
+starts with that module (``[agent.turn]`` is ``tether.agent.turn``); a line without one
+lives where its parent does. ``tests/test_errors.py`` checks the drawing against the
+classes: every subclass drawn, under its real parent, in its module, with its exit code.
+
 ::
 
     TetherError                      exit 1 unless a subclass says otherwise
@@ -13,8 +21,22 @@
     │   ├── ManagedBlockError        AGENTS.md's tether block markers are malformed (file, line)
     │   ├── ImportFormatError        a line of an import file (file and line)
     │   │   └── ImportChangedError   ... that changed between the import's check and write
-    │   └── ExtraMissingError        an optional extra is not installed (extra, how to install)
+    │   ├── ExtraMissingError        an optional extra is not installed (extra, how to install)
+    │   ├── IdentityError            [memory.identity] an identity edit that cannot be applied:
+    │   │                            an unknown entry id, no text (the message only)
+    │   ├── ScheduleError            [core.cron] a schedule outside the grammar, out of range
+    │   │                            or never due (schedule, problem)
+    │   ├── InvalidJobNameError      [core.scheduling] a job name outside its grammar (name)
+    │   ├── JobFileError             [scheduler.jobs] a jobs/<name>.toml that cannot be used;
+    │   │                            the daemon does not start (file, problem)
+    │   ├── BadZoneError             [core.sweep.windows] not an IANA zone name (name)
+    │   ├── BadDateError             [core.sweep.windows] a local date not YYYY-MM-DD (value)
+    │   ├── OwnerExistsError         [core.sweep.errors] ``owner add`` of an id that exists or
+    │   │                            was deleted (owner)
+    │   └── ConditionError           [core.sweep.errors] a trigger condition outside
+    │                                tether_trigger.v1 (path, problem, reason code)
     ├── NotFoundError                exit 2: a home, session or file that does not exist
+    │   └── UnknownOwnerError        [core.sweep.errors] no such sweep owner (owner)
     ├── StoreError                   the store (tether.db) cannot be opened or used (path)
     │   └── StoreVersionError        a database migrated by a newer tether (its version, ours)
     ├── SessionError                 a session directory that cannot be opened as it is
@@ -25,15 +47,27 @@
     ├── ImportLedgerError            an imports/<sha256>.jsonl line we cannot read (file, line)
     ├── CheckpointError              banked pre-compaction windows under corpus/
     │   └── CorruptLedgerError       a <session>.ledger.json we cannot read (file, problem)
-    └── LlmError                     anything between us and the inference server
-        ├── ContextFullError         the prompt does not fit the slot (n_prompt_tokens, n_ctx)
-        ├── LlmUnreachableError      connection refused, DNS, reset
-        ├── LlmTimeoutError          no reply within [llm] timeout_s
-        ├── LlmProtocolError         a reply we cannot read (HTTP status, body excerpt)
-        └── EmbeddedModelError       the in-process model cannot be loaded or run (path)
-
-The daily memory sweep's errors (zones, dates, owners, fencing, packets) hang off this
-tree in ``tether.core.sweep.errors``, drawn there.
+    ├── LlmError                     anything between us and the inference server
+    │   ├── ContextFullError         the prompt does not fit the slot (n_prompt_tokens, n_ctx)
+    │   ├── LlmUnreachableError      connection refused, DNS, reset
+    │   ├── LlmTimeoutError          no reply within [llm] timeout_s
+    │   ├── LlmProtocolError         a reply we cannot read (HTTP status, body excerpt)
+    │   └── EmbeddedModelError       the in-process model cannot be loaded or run (path)
+    ├── TurnFailedError              [agent.turn] a turn ended without an answer; its TurnError
+    │                                is in the log (session, kind, the LlmError as cause)
+    ├── CompactionFailedError        [agent.compaction] neither the model's summary nor the
+    │                                fallback could be made; the epoch is intact (session, epoch)
+    ├── LedgerError                  [scheduler.ledger] a jobs/runs.jsonl line we cannot read
+    │                                (file, line, problem)
+    ├── DemoStepError                [cli.demo] a ``tether demo`` step did not do what it
+    │                                claims (step, problem)
+    └── SweepError                   [core.sweep.errors] the daily sweep stopped for an owner;
+        │                            what was committed stays, nothing half-written (reason code)
+        ├── SweepFencedError         a transaction re-read a deletion marker, generation,
+        │                            namespace, claim or cursor that moved (owner, reason code)
+        ├── TimezoneChangedError     the owner's zone changed under a completed cursor (owner,
+        │                            both zones)
+        └── PacketError              a sweep packet outside its bounds (reason code)
 
 Every error carries the context a user needs to act on it (file, line, key, slot) as
 attributes, and its message says the same in words. ``runbook`` names an entry of

@@ -1,4 +1,4 @@
-"""``tether jobs list|check`` and ``tether memory tiers``."""
+"""``tether jobs list|check``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import click
 from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
 from tether.core.cron import next_due
 from tether.core.scheduling import RunRecord
-from tether.core.tiers import listing_json, render_listing
-from tether.memory.tiers import tiers
 from tether.scheduler.jobs import JobFileError, job_paths, jobs_dir, load_job, load_jobs
 from tether.scheduler.ledger import RunLedger
 
@@ -90,19 +88,4 @@ def jobs_check(ctx: Context) -> None:
     click.echo(f"ok: {len(jobs)} job(s) in {jobs_dir(ctx.home)}" + (f": {names}" if jobs else ""))
 
 
-@click.command("tiers")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@pass_ctx
-def tiers_cmd(ctx: Context, as_json: bool) -> None:
-    """Identity entries and notes with how often recall found each and when last
-    (what the tiering job reads); untrusted notes are marked."""
-    with ctx.store() as store:
-        items = tiers(ctx.home, store)
-    if as_json:
-        echo_json(listing_json(items))
-        return
-    click.echo(render_listing(items))
-
-
 COMMANDS = [jobs_group]
-MEMORY_COMMANDS = [tiers_cmd]

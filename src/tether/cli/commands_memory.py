@@ -1,9 +1,17 @@
-"""``tether memory show|journal|add|remove|note|scan`` (the owner's view and edits)."""
+"""``tether memory ...``: search memory (``recall``, ``reindex``, ``tiers``), and the
+owner's view and edits (``show``, ``journal``, ``add``, ``remove``, ``note``, ``scan``).
+
+``memory recall`` runs the same search as the agent's ``recall`` tool, after an
+incremental index pass so turns written since the last pass are found too. Its ``--json``
+output is a contract: a list of ``{"kind", "session", "turn", "text", "tag", "score"}``;
+with ``--sessions``, a list of ``{"session", "score", "turns": [hit, ...]}``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,8 +28,140 @@ from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.scan.allow import ALLOW_FILE, home_allow
 
+# What one command alone needs is imported in it, when it runs: the group is one module,
+# yet `memory show` need not load recall's ranking, nor `memory recall` the secret scan
+# or the tiers listing (see main.py's lazy tables).
 if TYPE_CHECKING:
+    from tether.memory.recall import SessionHit
     from tether.memory.secret_scan import ScanReport
+    from tether.records import Hit
+
+#: Characters of a hit's text on one line of human output.
+TEXT_CHARS = 120
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """The public shape of one ``memory recall --json`` hit (add keys, never rename)."""
+    return {
+        "kind": hit.kind,
+        "session": hit.session,
+        "turn": hit.turn,
+        "text": hit.text,
+        "tag": hit.tag,
+        "score": round(hit.score, 4),
+    }
+
+
+def session_json(found: SessionHit) -> dict[str, Any]:
+    """The public shape of one ``memory recall --sessions --json`` session."""
+    return {
+        "session": found.session,
+        "score": round(found.score, 4),
+        "turns": [hit_json(h) for h in found.turns],
+    }
+
+
+def warn_unindexed(errors: Sequence[tuple[str, str]]) -> None:
+    """One stderr line per session an index pass had to leave out."""
+    for sid, problem in errors:
+        click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+
+
+def _one_line(text: str, width: int = TEXT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@click.command("recall")
+@click.argument("query")
+@click.option("-k", "k", type=int, default=5, show_default=True, help="Hits to return.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list of hits.")
+@click.option(
+    "--sessions",
+    "by_session",
+    is_flag=True,
+    help="Rank whole conversations: the K sessions that best answer QUERY.",
+)
+@pass_ctx
+def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool) -> None:
+    """Search memory (every epoch of every session, notes, pages, identity, facts)."""
+    from tether.memory.indexer import index_home
+    from tether.memory.recall import recall, recall_sessions
+
+    home = ctx.home
+    with ctx.store() as store:
+        report = index_home(home, store)
+        now = datetime.now(UTC)
+        if by_session:
+            sessions = recall_sessions(store, query, k, time=now)
+        else:
+            hits = recall(store, query, k, time=now, home=home)
+    warn_unindexed(report.errors)
+    if by_session:
+        _print_sessions(sessions, as_json)
+        return
+    if as_json:
+        echo_json([hit_json(h) for h in hits])
+        return
+    if not hits:
+        click.echo("no matches")
+        return
+    wheres = [f"{h.session}#{h.turn}" if h.session is not None else h.ref for h in hits]
+    width = max(24, *(len(w) for w in wheres))  # imported ids (cc-<uuid>) run long
+    for h, where in zip(hits, wheres, strict=True):
+        click.echo(f"{h.tag:<14} {where:<{width}} {h.score:7.2f}  {_one_line(h.text)}")
+
+
+@click.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@pass_ctx
+def reindex_cmd(ctx: Context, as_json: bool) -> None:
+    """Drop the index of session logs and build it again from the files.
+
+    For a log that was edited or restored by hand (recall then warns that it is shorter
+    than what was indexed). Notes, pages, identity, facts, the journal and recall counts
+    are kept. A session that cannot be read is reported and left out; exit 1 then.
+    """
+    from tether.memory.indexer import reindex
+
+    with ctx.store() as store:
+        report = reindex(ctx.home, store)
+    if as_json:
+        echo_json(
+            {
+                "sessions": report.sessions,
+                "files": report.files,
+                "rows": report.rows,
+                "errors": [{"session": sid, "problem": p} for sid, p in report.errors],
+            }
+        )
+    else:
+        click.echo(
+            f"reindexed {counted(report.sessions, 'session')} "
+            f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}"
+        )
+        warn_unindexed(report.errors)
+    if report.errors:
+        click.get_current_context().exit(1)
+
+
+def _print_sessions(sessions: list[SessionHit], as_json: bool) -> None:
+    if as_json:
+        echo_json([session_json(s) for s in sessions])
+        return
+    if not sessions:
+        click.echo("no matches")
+        return
+    width = max(24, *(len(s.session) for s in sessions))
+    for s in sessions:
+        best = s.turns[0]
+        # A session is as trusted as its least trusted turn found.
+        tag = "memory-tainted" if any(h.tag == "memory-tainted" for h in s.turns) else "memory"
+        turns = counted(len(s.turns), "turn")
+        click.echo(
+            f"{tag:<14} {s.session:<{width}} {s.score:7.2f}  {turns:<9} "
+            f"#{best.turn} {_one_line(best.text, TEXT_CHARS - 12)}"
+        )
 
 
 def _now() -> datetime:
@@ -118,8 +258,6 @@ def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
 
     Each is named by place, line, rule and fingerprint, never shown. --redact rewrites
     each where it sits, as [REDACTED:<rule>], and zeroes the old text in the store."""
-    # Here, not at the top: the scan pulls in the sweep's packet and trigger code, which
-    # the other memory commands do not need at start-up.
     from tether.memory.secret_scan import scan_memory
 
     allow = home_allow(ctx.home)  # a broken allow file: exit 2 before anything is read
@@ -176,5 +314,32 @@ def _print_scan(ctx: Context, report: ScanReport, fix: bool) -> None:
         )
 
 
-MEMORY_COMMANDS = [show_cmd, journal_cmd, add_cmd, remove_cmd, note_cmd, scan_cmd]
+@click.command("tiers")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def tiers_cmd(ctx: Context, as_json: bool) -> None:
+    """Identity entries and notes with how often recall found each and when last
+    (what the tiering job reads); untrusted notes are marked."""
+    from tether.core.tiers import listing_json, render_listing
+    from tether.memory.tiers import tiers
+
+    with ctx.store() as store:
+        items = tiers(ctx.home, store)
+    if as_json:
+        echo_json(listing_json(items))
+        return
+    click.echo(render_listing(items))
+
+
+MEMORY_COMMANDS = [
+    recall_cmd,
+    reindex_cmd,
+    show_cmd,
+    journal_cmd,
+    add_cmd,
+    remove_cmd,
+    note_cmd,
+    scan_cmd,
+    tiers_cmd,
+]
 COMMANDS: list[click.Command] = []

@@ -1,18 +1,7 @@
-"""The sweep's errors (part of the tree in ``tether.errors``)::
+"""The daily sweep's errors and the reason codes they report.
 
-    TetherError
-    ├── BadInputError
-    │   ├── BadZoneError              (windows.py) an unknown IANA zone name
-    │   ├── BadDateError              (windows.py) not YYYY-MM-DD
-    │   ├── OwnerExistsError          ``owner add`` of an id that exists (or was deleted)
-    │   └── ConditionError            a trigger condition outside tether_trigger.v1 (path)
-    ├── NotFoundError
-    │   └── UnknownOwnerError         no such owner
-    └── SweepError                    the sweep refused to go on, nothing half-written
-        ├── SweepFencedError          a transaction re-read a deletion marker, generation,
-        │                             namespace, claim or cursor that moved (reason code)
-        ├── TimezoneChangedError      zone changed under a completed cursor (runbook)
-        └── PacketError               a packet outside its bounds (reason code)
+The errors are drawn, with every other error tether raises, in the one tree of
+``tether.errors``' docstring.
 
 Reason codes are short fixed strings (``REASONS``): they go to output and telemetry,
 never memory text.

@@ -1,0 +1,98 @@
+"""``tether sessions import FILE``: bring sessions in from elsewhere."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from tether.cli.commands_memory import warn_unindexed
+from tether.cli.context import Context, counted, pass_ctx, utc_stamp
+from tether.imports.jsonl import import_jsonl
+
+
+@click.group("sessions")
+def sessions_group() -> None:
+    """Bring sessions in from elsewhere."""
+
+
+@sessions_group.command("import")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tether", "claude-code", "codex"]),
+    default="tether",
+    show_default=True,
+    help="tether: lines of {session, role, text, time}; claude-code: a Claude Code "
+    "transcript (~/.claude/projects/*/*.jsonl); codex: a Codex rollout "
+    "(~/.codex/sessions/*/*/*/rollout-*.jsonl).",
+)
+@pass_ctx
+def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
+    """Import a JSONL file of {"session","role","text","time","speaker"?} lines, or a
+    Claude Code transcript or Codex rollout (--format claude-code|codex).
+
+    The whole file is checked first: a bad line exits 2 naming file:line, and nothing is
+    imported. Existing sessions are appended to; the home is indexed afterwards. Run it
+    again after a crash or Ctrl-C to finish the import (nothing is written twice); run
+    again after it finished, it writes nothing. A transcript imported again adds only
+    the messages it gained since; FILE may then be a folder (every *.jsonl below it).
+    """
+    if fmt != "tether":
+        _import_transcript(ctx, file, fmt)
+        return
+    report = import_jsonl(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
+    if report.already is not None:
+        click.echo(
+            f"already imported at {utc_stamp(report.already)}: nothing written "
+            f"(its ledger is {report.ledger}; remove it to import the file again)"
+        )
+        return
+    if report.resumed:
+        click.echo(
+            f"finished an interrupted import of this file: {counted(report.resumed, 'record')} "
+            "were already in and were not written again"
+        )
+    click.echo(
+        f"imported {counted(report.records, 'record')} ({counted(report.turns, 'turn')}): "
+        f"{counted(report.sessions_created, 'session')} created, "
+        f"{report.sessions_appended} appended; {counted(report.indexed_rows, 'row')} indexed"
+    )
+    warn_unindexed(report.index_errors)
+
+
+def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
+    from tether.imports.transcript import (
+        import_transcript,
+        skipped_words,
+        transcripts_in,
+    )
+
+    paths = transcripts_in(file)
+    report = import_transcript(
+        ctx.home, paths, harness=harness, now=datetime.now(UTC), config=ctx.config()
+    )
+    skipped = skipped_words(report.skipped)
+    if len(paths) == 1:
+        source = "the transcript's"
+        into = ", ".join(report.sessions) or "no session"
+    else:
+        source = f"{counted(len(paths), 'transcript')}'"
+        into = counted(len(report.sessions), "session")
+    if report.imported is None:
+        said = f"nothing new: {source} {counted(report.messages, 'message')} are in"
+        click.echo(f"{said} ({into})" + (f"; {skipped}" if skipped else ""))
+        return
+    r = report.imported
+    click.echo(
+        f"imported {report.new} of {source} {counted(report.messages, 'message')} "
+        f"({counted(r.turns, 'turn')}) into {into}; {counted(r.indexed_rows, 'row')} indexed"
+    )
+    if skipped:
+        click.echo(skipped)
+    warn_unindexed(r.index_errors)
+
+
+COMMANDS = [sessions_group]
