@@ -61,6 +61,8 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │                                (file, line, problem)
     ├── DemoStepError                [cli.demo] a ``tether demo`` step did not do what it
     │                                claims (step, problem)
+    ├── DaemonProtocolError          [daemon.replies] a daemon reply the CLI cannot read: not
+    │                                JSON, a field missing or mistyped (socket, status, problem)
     └── SweepError                   [core.sweep.errors] the daily sweep stopped for an owner;
         │                            what was committed stays, nothing half-written (reason code)
         ├── SweepFencedError         a transaction re-read a deletion marker, generation,
