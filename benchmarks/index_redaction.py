@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -81,7 +82,10 @@ def _build(home: Path, questions: int, *, short: bool) -> int:
                         "time": f"2024-01-01T00:{pos // 60:02d}:{pos % 60:02d}Z",
                     }
                     out.write(json.dumps(line) + "\n")
-    return import_jsonl(home, src, now=datetime(2026, 11, 29, tzinfo=UTC)).turns
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+    return import_jsonl(
+        home, src, now=now, store=lambda: closing(SqliteStore(home / "tether.db"))
+    ).turns
 
 
 def _pass(home: Path) -> tuple[float, int]:

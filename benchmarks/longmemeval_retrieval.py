@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -180,7 +181,13 @@ def build_home(q: Question, home: Path, lines: Sequence[bytes]) -> None:
     src = home.parent / f"{home.name}.import.jsonl"
     src.write_bytes(b"\n".join(lines) + b"\n")
     with SqliteStore(home / "tether.db") as store:
-        import_jsonl(home, src, now=parse_date(q.question_date), config=Config(), store=store)
+        import_jsonl(
+            home,
+            src,
+            now=parse_date(q.question_date),
+            config=Config(),
+            store=lambda: nullcontext(store),
+        )
     src.unlink()
 
 

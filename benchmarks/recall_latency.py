@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -195,7 +196,7 @@ def bench(turns: int, n_queries: int, per_session: int, seed: int, tmp: Path) ->
     store = SqliteStore(home / "tether.db")
     try:
         start = time.perf_counter()
-        report = import_jsonl(home, src, now=T0, config=Config(), store=store)
+        report = import_jsonl(home, src, now=T0, config=Config(), store=lambda: nullcontext(store))
         import_s = time.perf_counter() - start
         raw_dir = tmp / f"raw-{turns}"
         raw_dir.mkdir()

@@ -21,12 +21,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.imports.transcript import import_transcript
+from tether.stores.sqlite import SqliteStore
 
 START = datetime(2026, 11, 1, 9, tzinfo=UTC)
 SESSION = "4f1c2e7a-0b1d-4c55-9f00-1a2b3c4d5e6f"
@@ -44,7 +46,10 @@ def hwm():
 home, path = Path(sys.argv[1]), Path(sys.argv[2])
 init_home(home)
 before = hwm()
-import_transcript(home, path, harness="claude-code", now=datetime.now(UTC))
+from tether.stores.sqlite import SqliteStore
+from contextlib import closing
+opener = lambda: closing(SqliteStore(home / "tether.db"))
+import_transcript(home, path, harness="claude-code", now=datetime.now(UTC), store=opener)
 print(before, hwm())
 """
 
@@ -153,6 +158,16 @@ def peak(exchanges: int) -> None:
         print(json.dumps({"figure": figure, "value": round(value, 2), **common}))
 
 
+def _transcript(home: Path, transcript: Path, now: datetime) -> object:
+    """One ``sessions import --format claude-code``, its store opened and closed as the CLI does."""
+    opener = lambda: closing(SqliteStore(home / "tether.db"))  # noqa: E731
+    return import_transcript(home, transcript, harness="claude-code", now=now, store=opener)
+
+
+def _generic(home: Path, src: Path, now: datetime) -> object:
+    return import_jsonl(home, src, now=now, store=lambda: closing(SqliteStore(home / "tether.db")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--exchanges", type=int, default=5000)
@@ -173,11 +188,11 @@ def main() -> None:
         init_home(a)
         init_home(b)
         now = datetime.now(UTC)
-        first = timed(lambda: import_transcript(a, transcript, harness="claude-code", now=now))
-        base = timed(lambda: import_jsonl(b, generic, now=now))
-        again = timed(lambda: import_transcript(a, transcript, harness="claude-code", now=now))
+        first = timed(lambda: _transcript(a, transcript, now))
+        base = timed(lambda: _generic(b, generic, now))
+        again = timed(lambda: _transcript(a, transcript, now))
         write_transcript(transcript, range(n, n + max(1, n // 100)))
-        grown = timed(lambda: import_transcript(a, transcript, harness="claude-code", now=now))
+        grown = timed(lambda: _transcript(a, transcript, now))
     common = {"exchanges": n, "messages": 2 * n, "transcript_lines": 3 * n}
     for figure, value in (
         ("generic_import_s", base),

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tether.harnesses.claude_code import parse_line, read_transcript, session_id
 from tether.harnesses.transcript import Message
 from tether.ids import is_session_id
 from tether.imports.transcript import import_transcript
+from tether.stores.sqlite import SqliteStore
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
 SIMONW = FIXTURES / "simonw__claude-code-transcripts__sample_session.jsonl"
@@ -379,7 +381,11 @@ def test_a_transcript_that_cannot_be_read_stops_the_import_and_leaves_nothing(
     gone = tmp_path / "b.jsonl"  # listed, then gone before it was read
     with pytest.raises(NotFoundError, match=r"b\.jsonl"):
         import_transcript(
-            home, [first, gone], harness="claude-code", now=datetime(2026, 11, 2, tzinfo=UTC)
+            home,
+            [first, gone],
+            harness="claude-code",
+            now=datetime(2026, 11, 2, tzinfo=UTC),
+            store=lambda: closing(SqliteStore(home / "tether.db")),
         )
     assert sorted(p.name for p in (home / "imports").iterdir()) == [".transcripts.lock"]
     assert not (home / "sessions" / SID).exists()

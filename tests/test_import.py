@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import closing, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from conftest import Ticker
 from daemon_helpers import spawn, tether
 from tether.errors import ImportFormatError, NotFoundError
 from tether.home import init_home
-from tether.imports.jsonl import import_jsonl
+from tether.imports.jsonl import ImportReport, import_jsonl
 from tether.memory.recall import recall
 from tether.records import Assistant, Baseline, SessionStart, User
 from tether.sessions import Session, list_sessions
@@ -37,6 +38,14 @@ def write(path: Path, lines: list[str]) -> Path:
 
 def users(home: Path, sid: str) -> list[str]:
     return [r.text for r in Session.open(home, sid).records if isinstance(r, User)]
+
+
+def import_file(home: Path, src: Path, **options: Any) -> ImportReport:
+    """``import_jsonl`` with the home's own store, opened (only when there is something to
+    write) and closed by the import, as the CLI does it."""
+    return import_jsonl(
+        home, src, store=lambda: closing(SqliteStore(home / "tether.db")), **options
+    )
 
 
 @pytest.fixture
@@ -65,7 +74,7 @@ def test_two_sessions_are_created_in_order_and_found(
     home: Path, tmp_path: Path, store: SqliteStore
 ) -> None:
     src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
-    report = import_jsonl(home, src, now=NOW, store=store)
+    report = import_jsonl(home, src, now=NOW, store=lambda: nullcontext(store))
     assert (report.sessions_created, report.sessions_appended) == (2, 0)
     assert (report.turns, report.records, report.indexed_rows) == (3, 5, 5)
     assert list_sessions(home) == ["cat", "trip"]
@@ -102,7 +111,7 @@ def test_import_into_an_existing_session_appends(
     s.append(User(time=tick(), text="hello"), Assistant(time=tick(), text="hi"))
     s.end_epoch(summary="greetings", baseline=Baseline(system="mine", memory=""), time=tick())
     src = write(tmp_path / "in.jsonl", [line("cat", "user", "Milo chased a moth")])
-    report = import_jsonl(home, src, now=NOW, store=store)
+    report = import_jsonl(home, src, now=NOW, store=lambda: nullcontext(store))
     assert (report.sessions_created, report.sessions_appended) == (0, 1)
     again = Session.open(home, "cat")
     assert again.epoch == 1
@@ -121,7 +130,7 @@ def test_a_malformed_line_in_the_middle_names_file_and_line_and_writes_nothing(
         [*TWO_SESSIONS[:3], '{"session": "trip", "role": ', *TWO_SESSIONS[3:]],
     )
     with pytest.raises(ImportFormatError) as info:
-        import_jsonl(home, src, now=NOW)
+        import_file(home, src, now=NOW)
     assert info.value.line == 4
     assert str(info.value).startswith(f"{src}:4:")
     assert list_sessions(home) == []
@@ -144,7 +153,7 @@ def test_a_malformed_line_in_the_middle_names_file_and_line_and_writes_nothing(
 def test_bad_lines_are_refused(home: Path, tmp_path: Path, bad: str, needle: str) -> None:
     src = write(tmp_path / "in.jsonl", [line("s", "user", "fine"), bad])
     with pytest.raises(ImportFormatError, match=needle) as info:
-        import_jsonl(home, src, now=NOW)
+        import_file(home, src, now=NOW)
     assert info.value.line == 2
     assert info.value.exit_code == 2
     assert list_sessions(home) == []
@@ -155,19 +164,19 @@ def test_blank_lines_are_skipped_and_a_missing_file_is_not_found(
 ) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text("\n" + line("s", "user", "kept") + "\n\n   \n")
-    assert import_jsonl(home, src, now=NOW, store=store).records == 1
+    assert import_jsonl(home, src, now=NOW, store=lambda: nullcontext(store)).records == 1
     with pytest.raises(NotFoundError, match="no import file"):
-        import_jsonl(home, tmp_path / "missing.jsonl", now=NOW, store=store)
+        import_jsonl(home, tmp_path / "missing.jsonl", now=NOW, store=lambda: nullcontext(store))
 
 
 def test_batches_write_what_one_pass_writes(home: Path, tmp_path: Path) -> None:
     # Sessions interleaved line by line, appended a record at a time: each session still
     # gets its records in file order, created at its first line's time.
     src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
-    import_jsonl(home, src, now=NOW, batch_chars=1)
+    import_file(home, src, now=NOW, batch_chars=1)
     other = tmp_path / "other"
     init_home(other)
-    import_jsonl(other, src, now=NOW)
+    import_file(other, src, now=NOW)
     for sid in ("trip", "cat"):
         assert Session.open(home, sid).records == Session.open(other, sid).records
     assert Session.open(home, "trip").turns() == 2

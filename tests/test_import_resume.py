@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import child_env, tether
-from test_import import TWO_SESSIONS, line, users, write
-from tether.imports.jsonl import import_jsonl
+from test_import import TWO_SESSIONS, import_file, line, users, write
 from tether.records import Baseline
 from tether.sessions import Session, list_sessions
 from tether.stores.sqlite import SqliteStore
@@ -35,8 +34,11 @@ def killed_import(home: Path, src: Path, point: str, *, batch_chars: int | None 
         code = (
             "from datetime import UTC, datetime\nfrom pathlib import Path\n"
             "from tether.imports.jsonl import import_jsonl\n"
-            f"import_jsonl(Path({str(home)!r}), Path({str(src)!r}), "
-            f"now=datetime.now(UTC), batch_chars={batch_chars})\n"
+            "from contextlib import closing\n"
+            "from tether.stores.sqlite import SqliteStore\n"
+            f"home = Path({str(home)!r})\n"
+            f"import_jsonl(home, Path({str(src)!r}), now=datetime.now(UTC), "
+            f"store=lambda: closing(SqliteStore(home / 'tether.db')), batch_chars={batch_chars})\n"
         )
         argv = ["-c", code]
     child = subprocess.run(
@@ -52,9 +54,9 @@ def killed_import(home: Path, src: Path, point: str, *, batch_chars: int | None 
 
 def test_an_import_run_again_writes_nothing(home: Path, tmp_path: Path) -> None:
     src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
-    first = import_jsonl(home, src, now=NOW)
+    first = import_file(home, src, now=NOW)
     before = {sid: Session.open(home, sid).records for sid in ("trip", "cat")}
-    again = import_jsonl(home, src, now=NOW)
+    again = import_file(home, src, now=NOW)
     assert first.already is None
     assert again.already == NOW
     assert again.ledger == first.ledger
@@ -62,7 +64,7 @@ def test_an_import_run_again_writes_nothing(home: Path, tmp_path: Path) -> None:
     assert imports_journaled(home) == 1
     # Another file (one more line) is another import.
     more = write(tmp_path / "more.jsonl", [*TWO_SESSIONS, line("cat", "user", "Milo sleeps")])
-    assert import_jsonl(home, more, now=NOW).already is None
+    assert import_file(home, more, now=NOW).already is None
     assert users(home, "cat") == [*CAT, *CAT, "Milo sleeps"]
 
 
@@ -114,7 +116,7 @@ def test_an_interrupted_import_into_an_existing_session_resumes_after_its_record
 ) -> None:
     mine = Session.create(home, "trip", baseline=Baseline(system="s", memory=""), slot=0, time=NOW)
     write(tmp_path / "own.jsonl", [line("trip", "user", "my own line")])
-    import_jsonl(home, tmp_path / "own.jsonl", now=NOW)
+    import_file(home, tmp_path / "own.jsonl", now=NOW)
     assert mine.epoch == 0
     src = write(tmp_path / "in.jsonl", TWO_SESSIONS)
     killed_import(home, src, "import-between-batches", batch_chars=1)
@@ -140,7 +142,7 @@ def test_a_session_compacted_since_the_interruption_stops_the_resume(
 def test_an_empty_file_imports_nothing_each_time(home: Path, tmp_path: Path) -> None:
     src = write(tmp_path / "empty.jsonl", ["", "   "])
     for _ in range(2):
-        report = import_jsonl(home, src, now=NOW)
+        report = import_file(home, src, now=NOW)
         assert (report.records, report.already, report.ledger) == (0, None, None)
     assert not (home / "imports").exists()
     assert list_sessions(home) == []

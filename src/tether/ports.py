@@ -40,6 +40,12 @@ from tether.records import (
     TextCell,
 )
 
+#: How a use-case gets a store it may not need: it calls this only when it has something
+#: to write, so a bad input file leaves no ``tether.db`` behind; the caller (the CLI, a
+#: test) decides which store and keeps owning it (``contextlib.nullcontext(store)`` hands
+#: over one already open).
+StoreOpener = Callable[[], AbstractContextManager["Store"]]
+
 
 class Clock(Protocol):
     """Where the daemon gets the time; tests pass a fixed or stepping clock."""

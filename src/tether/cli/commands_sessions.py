@@ -43,7 +43,8 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
     if fmt != "tether":
         _import_transcript(ctx, file, fmt)
         return
-    report = import_jsonl(ctx.home, file, now=datetime.now(UTC), config=ctx.config())
+    now = datetime.now(UTC)
+    report = import_jsonl(ctx.home, file, now=now, store=ctx.store, config=ctx.config())
     if report.already is not None:
         click.echo(
             f"already imported at {utc_stamp(report.already)}: nothing written "
@@ -72,7 +73,12 @@ def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
 
     paths = transcripts_in(file)
     report = import_transcript(
-        ctx.home, paths, harness=harness, now=datetime.now(UTC), config=ctx.config()
+        ctx.home,
+        paths,
+        harness=harness,
+        now=datetime.now(UTC),
+        store=ctx.store,
+        config=ctx.config(),
     )
     skipped = skipped_words(report.skipped)
     if len(paths) == 1:

@@ -34,10 +34,9 @@ from tether.imports.ledger import (
     Started,
 )
 from tether.memory.indexer import IndexReport, index_home
-from tether.ports import Store
+from tether.ports import StoreOpener
 from tether.records import Assistant, Baseline, JournalEntry, LogRecord, User
 from tether.sessions.session import Session
-from tether.stores import open_store
 
 #: The system prompt of imported sessions when the home has no ``config/system.md``.
 DEFAULT_SYSTEM = "You are tether, a personal assistant with a long memory."
@@ -188,14 +187,15 @@ def import_jsonl(
     path: Path,
     *,
     now: datetime,
+    store: StoreOpener,
     config: Config | None = None,
-    store: Store | None = None,
     batch_chars: int = BATCH_CHARS,
 ) -> ImportReport:
     """Import ``path`` into the home's sessions, then index them (see the module doc).
 
-    ``config`` defaults to the home's tether.toml; ``store`` to the home's store (opened
-    and closed here). The import is journalled at ``now``.
+    ``store`` opens the home's store, called only once there is something to write (a
+    bad file leaves no database behind); ``config`` defaults to the home's tether.toml.
+    The import is journalled at ``now``.
     """
     if batch_chars < 1:
         raise ValueError("batch_chars must be at least 1")
@@ -241,7 +241,6 @@ def import_jsonl(
                 ledger=ledger,
                 progress=progress,
                 now=now,
-                config=cfg,
                 store=store,
             )
             ledger.append(Complete(now))
@@ -265,13 +264,10 @@ def _journal_and_index(
     ledger: ImportLedger,
     progress: Progress,
     now: datetime,
-    config: Config,
-    store: Store | None,
+    store: StoreOpener,
 ) -> IndexReport:
     """Journal the import (once, however many runs it took) and index the home."""
-    own = store is None
-    db = open_store(home, config) if store is None else store
-    try:
+    with store() as db:
         if plan.records and not progress.journaled:
             db.journal_append(
                 JournalEntry(
@@ -289,6 +285,3 @@ def _journal_and_index(
             )
             ledger.append(Journaled())
         return index_home(home, db)
-    finally:
-        if own:
-            db.close()

@@ -41,7 +41,7 @@ from tether.harnesses import claude_code, codex
 from tether.harnesses.transcript import Message, Transcript
 from tether.imports.jsonl import ImportReport, import_jsonl
 from tether.imports.ledger import IMPORTS_DIR, ImportLedger
-from tether.ports import Store
+from tether.ports import StoreOpener
 from tether.records import Assistant, User
 from tether.sessions.session import Session, session_dir
 
@@ -124,8 +124,8 @@ def import_transcript(
     *,
     harness: str,
     now: datetime,
+    store: StoreOpener,
     config: Config | None = None,
-    store: Store | None = None,
 ) -> TranscriptReport:
     """Import what the transcripts ``paths`` (of ``harness``, a key of ``READERS``) hold
     that their sessions lack, in one import. Transcripts are read one at a time; what
