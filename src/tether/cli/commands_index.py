@@ -16,9 +16,10 @@ from typing import Any
 import click
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx, utc_stamp
+from tether.cli.with_sweep import recall
 from tether.imports.jsonl import import_jsonl
 from tether.memory.indexer import index_home, reindex
-from tether.memory.recall import SessionHit, recall, recall_sessions
+from tether.memory.recall import SessionHit, recall_sessions
 from tether.records import Hit
 
 #: Characters of a hit's text on one line of human output.

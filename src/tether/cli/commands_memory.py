@@ -120,7 +120,7 @@ def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
     each where it sits, as [REDACTED:<rule>], and zeroes the old text in the store."""
     # Here, not at the top: the scan pulls in the sweep's packet and trigger code, which
     # the other memory commands do not need at start-up.
-    from tether.memory.secret_scan import scan_memory
+    from tether.cli.with_sweep import scan_memory
 
     allow = home_allow(ctx.home)  # a broken allow file: exit 2 before anything is read
     with ctx.store() as store:
