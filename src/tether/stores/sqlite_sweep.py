@@ -13,6 +13,11 @@ connection, so it cannot share that transaction, and it has no owner column to w
 
 Every write transaction is ``BEGIN IMMEDIATE`` with ``synchronous = FULL``: a claim,
 apply, completion or cursor advance that returned is on disk.
+
+What the main store's fact mirror and the memory scan need of the sweep is here too
+(``facts_stamp``, ``active_facts``, ``read_cells``, ``rewrite_cells``; the SQL in
+``sqlite_sweep_cells``), so no other module names a sweep table. Opened with
+``migrate=False`` (a reader), a file the sweep never ran in is left without its tables.
 """
 
 from __future__ import annotations
