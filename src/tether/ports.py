@@ -216,8 +216,8 @@ class SweepTx(Protocol):
 
     # -- what the main store's fact mirror reads ----------------------------------------
     def facts_stamp(self) -> str:
-        """A stamp that changes with every write to facts or owners (``"none"`` while the
-        sweep has no tables here): the mirror re-reads the facts only when it moves."""
+        """A stamp that changes with every write to facts or owners (``NO_SWEEP`` while
+        the sweep has no tables here): the mirror re-reads the facts only when it moves."""
 
     def active_facts(self) -> list[_sweep.Fact]:
         """Every active fact of every owner not deleted, by id."""

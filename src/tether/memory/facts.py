@@ -6,19 +6,16 @@ indexed last and replaces its fact rows. A cheap stamp compare when nothing chan
 it did, the facts are redacted (recall never hands back a key a fact quotes) and handed
 over with the stamp the store is expected to still hold, so two recalls syncing at once
 never put an older snapshot over a newer one (the loser reads again). No sweep store, or
-one without tables yet, is the stamp ``"none"`` with no facts.
+one without tables yet, is the stamp ``NO_SWEEP`` with no facts.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from tether.core.sweep.state import Fact
+from tether.core.sweep.state import NO_SWEEP, Fact
 from tether.ports import Store, SweepStore
 from tether.scan.secrets import redact
-
-#: The stamp when there is no sweep to read (the sweep store's own word for no tables).
-NO_SWEEP = "none"
 
 #: Reads of the sweep one sync makes at most when other syncs keep winning the race.
 ATTEMPTS = 3

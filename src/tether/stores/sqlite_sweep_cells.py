@@ -16,12 +16,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tether.core.sweep.state import NO_SWEEP
 from tether.records import TextCell
 
 BATCH = 500
-
-#: The facts' stamp when the sweep's tables are not (yet) in this file.
-NO_SWEEP = "none"
 
 #: (kind, table, key columns, column), in the order a scan visits them.
 CELLS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
