@@ -157,18 +157,11 @@ def sweep_run(
 ) -> None:
     """Sweep completed local days (at most three per owner), then report."""
     # Here, not at the top: the composition root pulls in the agent and its clients.
-    from tether.daemon.compose import sweep_runner
+    from tether.daemon.compose import run_sweep
 
-    config = ctx.config()
     parsed = tuple(parse_date(d) for d in dates)
     chosen = [owners.owner_id(o) for o in owner_ids] or None
-    moment = now()
-    with sweep_runner(_home(ctx), config) as runner:
-        if runner.open:
-            owners.ensure_default(runner.store, moment)
-            for o in chosen or ():
-                owners.get(runner.store, o)
-        report = runner.run(moment, chosen, parsed)
+    report = run_sweep(_home(ctx), ctx.config(), now(), chosen, parsed)
     if as_json:
         echo_json(report_json(report))
     else:

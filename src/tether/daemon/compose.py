@@ -8,7 +8,7 @@ import socket
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import httpx
@@ -22,8 +22,9 @@ from tether.ports import Clock, Llm, Store, SweepStore
 from tether.scan.allow import home_allow
 from tether.scheduler import Job, Scheduler
 from tether.stores import open_store, open_sweep_store
+from tether.sweep import owners as sweep_owners
 from tether.sweep.producer import StagingPacketReader
-from tether.sweep.runner import Runner, members
+from tether.sweep.runner import Runner, RunReport, members
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
 from tether.tools.box import ToolBox
 
@@ -112,6 +113,23 @@ def sweep_runner(home: Path, config: Config) -> Iterator[Runner]:
         )
     finally:
         store.close()
+
+
+def run_sweep(
+    home: Path,
+    config: Config,
+    now: datetime,
+    owners: Sequence[str] | None = None,
+    dates: Sequence[date] = (),
+) -> RunReport:
+    """One ``tether sweep run``: when the sweep is open, the default owner is made and
+    each owner asked for must exist (UnknownOwnerError otherwise); then the run."""
+    with sweep_runner(home, config) as runner:
+        if runner.open:
+            sweep_owners.ensure_default(runner.store, now)
+            for o in owners or ():
+                sweep_owners.get(runner.store, o)
+        return runner.run(now, owners, dates)
 
 
 def build_scheduler(runtime: Runtime, jobs: Sequence[Job]) -> Scheduler:
