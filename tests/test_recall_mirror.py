@@ -14,6 +14,7 @@ from conftest import clean
 from sweep_helpers import DictProducer, day_packet, fact, utc
 from tether.config import SweepConfig
 from tether.core.memory_block import entry_id
+from tether.memory.facts import sync_facts
 from tether.memory.identity import MEMORY_FILE, Identity
 from tether.memory.indexer import reindex
 from tether.memory.recall import recall
@@ -113,7 +114,7 @@ def test_sweep_facts_are_recalled_until_deactivated(
     store: SqliteStore, sweep: SqliteSweepStore
 ) -> None:
     _run_day(sweep, fact("home", "direct_user_statement", "The owner lives in Grenoble"))
-    hits = recall(store, "grenoble", 5, time=NOW)
+    hits = recall(store, "grenoble", 5, time=NOW, sweep=sweep)
     with sweep.transaction(write=False) as tx:
         (f,) = tx.facts("alice")
     assert [(h.kind, h.ref, h.tag, h.session) for h in hits] == [
@@ -121,7 +122,7 @@ def test_sweep_facts_are_recalled_until_deactivated(
     ]
     with sweep.transaction() as tx:
         tx.put_fact(msgspec.structs.replace(tx.facts("alice")[0], active=False))
-    assert recall(store, "grenoble", 5, time=NOW) == []
+    assert recall(store, "grenoble", 5, time=NOW, sweep=sweep) == []
     assert store.row_count() == 0
 
 
@@ -133,7 +134,7 @@ def test_recall_shows_a_hand_written_entry_and_a_fact_redacted(
 ) -> None:
     write_memory(home, f"The build bot token is {GITHUB}")
     _run_day(sweep, fact("ci", "direct_user_statement", f"The owner's CI token is {GITHUB}"))
-    hits = recall(store, "token", 5, time=NOW, home=home)
+    hits = recall(store, "token", 5, time=NOW, home=home, sweep=sweep)
     assert sorted(h.text for h in hits) == [
         "The build bot token is [REDACTED:github-token]",
         "The owner's CI token is [REDACTED:github-token]",
@@ -146,9 +147,9 @@ def test_sweep_facts_are_gone_after_the_owner_is_wiped(
     store: SqliteStore, sweep: SqliteSweepStore
 ) -> None:
     _run_day(sweep, fact("home", "direct_user_statement", "The owner lives in Grenoble"))
-    assert [h.kind for h in recall(store, "grenoble", 5, time=NOW)] == ["fact"]
+    assert [h.kind for h in recall(store, "grenoble", 5, time=NOW, sweep=sweep)] == ["fact"]
     owners.delete(sweep, "alice", NOW)
-    assert recall(store, "grenoble", 5, time=NOW) == []
+    assert recall(store, "grenoble", 5, time=NOW, sweep=sweep) == []
 
 
 def old_store(path: Path, version: int, rows: list[tuple[int, int, str, str]]) -> None:
@@ -176,8 +177,8 @@ def test_a_version_2_store_upgrades_and_keeps_its_index(tmp_path: Path) -> None:
         assert store.schema_version() == len(MIGRATIONS) == 4
         assert [(h.session, h.turn) for h in store.search('"kayak"', 5)] == [("s1", 1)]
         assert store.identity_stamp() is None
-        assert store.sync_facts() is True  # no sweep tables: nothing, stamped once
-        assert store.sync_facts() is False
+        assert sync_facts(store, None) is True  # no sweep tables: nothing, stamped once
+        assert sync_facts(store, None) is False
 
 
 def test_a_version_3_store_segments_its_cjk_rows_on_upgrade(tmp_path: Path) -> None:

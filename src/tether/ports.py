@@ -5,7 +5,8 @@ typed, never dicts, and live in ``tether.records`` (memory, inference) or ``teth
 - ``Clock``: where the time comes from (tests pass a stepping clock).
 - ``Store``: everything durable that is not a session log (below).
 - ``SweepStore`` / ``SweepTx``: the daily sweep's owners, cursors, receipts, facts and
-  journal, read and written only inside its fenced transactions.
+  journal, read and written only inside its transactions; what the main store's fact
+  mirror and the memory scan need of it goes through methods here too.
 - ``Llm``: an inference backend (llama-server, the embedded model).
 - ``Producer``: what gives the sweep a day's packet.
 
@@ -95,8 +96,8 @@ class Store(Protocol):
 
     # -- the stored text of memory, for the secret scan ---------------------------------
     def read_cells(self, visit: Callable[[TextCell], None]) -> None:
-        """Call ``visit`` with every non-empty stored memory text (notes, pages, the
-        journals, sweep facts, triggers and stages), in batches."""
+        """Call ``visit`` with every non-empty stored memory text (notes, pages and their
+        index rows, the journal), in batches. The sweep's are ``SweepStore.read_cells``."""
 
     def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
         """Replace the cells that still hold the text they were read with, in one
@@ -110,10 +111,15 @@ class Store(Protocol):
     def replace_identity(self, entries: Sequence[Entry], *, stamp: str, time: datetime) -> None:
         """Replace every identity row with ``entries`` and store ``stamp``, atomically."""
 
-    def sync_facts(self, *, allow: frozenset[str] = frozenset()) -> bool:
-        """Re-index the sweep's active facts if they changed since last time (a cheap
-        check otherwise), each secret-redacted but for the ``allow`` fingerprints; True
-        when it did."""
+    def facts_stamp(self) -> str | None:
+        """The stamp (``SweepTx.facts_stamp``) given with the fact rows indexed now."""
+
+    def replace_facts(
+        self, facts: Sequence[_sweep.Fact], *, stamp: str, expect: str | None
+    ) -> bool:
+        """Replace every fact row with ``facts`` (``fact:<id>``, as given: the caller
+        redacts) and store ``stamp``, atomically, if the stored stamp is still
+        ``expect``; False (nothing written) when another writer synced meanwhile."""
 
     # -- search ------------------------------------------------------------------------
     def search(self, match: str, k: int) -> list[Hit]:
@@ -214,6 +220,14 @@ class SweepTx(Protocol):
     def put_stage(self, staged: _sweep.StagedPacket) -> None:
         """Insert a stage; an existing one for the same key is never replaced."""
 
+    # -- what the main store's fact mirror reads ----------------------------------------
+    def facts_stamp(self) -> str:
+        """A stamp that changes with every write to facts or owners (``NO_SWEEP`` while
+        the sweep has no tables here): the mirror re-reads the facts only when it moves."""
+
+    def active_facts(self) -> list[_sweep.Fact]:
+        """Every active fact of every owner not deleted, by id."""
+
 
 class SweepStore(Protocol):
     """The sweep's durable state: owners, facts, standing triggers, journal, receipts,
@@ -223,6 +237,18 @@ class SweepStore(Protocol):
 
     def transaction(self, *, write: bool = True) -> AbstractContextManager[SweepTx]:
         """A transaction: committed when the block ends, rolled back if it raises."""
+
+    # -- the stored text of the sweep, for the secret scan ------------------------------
+    def read_cells(self, visit: Callable[[TextCell], None]) -> None:
+        """Call ``visit`` with every non-empty sweep text (facts, the sweep journal,
+        trigger conditions, staged packets), in batches; a stage whose day the sweep is
+        in the middle of comes ``busy``."""
+
+    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
+        """Replace the cells that still hold the text they were read with (a stage only
+        while its day is still not in progress; its digest follows), in one sweep write
+        transaction, zeroing what is freed; then truncate the write-ahead log. Per edit,
+        whether it was made; and whether the log was truncated."""
 
 
 class Llm(Protocol):

@@ -95,7 +95,8 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
         if by_session:
             sessions = recall_sessions(store, query, k, time=now)
         else:
-            hits = recall(store, query, k, time=now, home=home)
+            with ctx.sweep_reader() as sweep:
+                hits = recall(store, query, k, time=now, home=home, sweep=sweep)
     warn_unindexed(report.errors)
     if by_session:
         _print_sessions(sessions, as_json)
@@ -261,8 +262,9 @@ def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
     from tether.memory.secret_scan import scan_memory
 
     allow = home_allow(ctx.home)  # a broken allow file: exit 2 before anything is read
-    with ctx.store() as store:
-        report = scan_memory(Identity(ctx.home, store), store, allow=allow, fix=fix, time=_now())
+    with ctx.store() as store, ctx.sweep_reader() as sweep:
+        identity = Identity(ctx.home, store)
+        report = scan_memory(identity, store, allow=allow, fix=fix, time=_now(), sweep=sweep)
     if as_json:
         echo_json(
             {

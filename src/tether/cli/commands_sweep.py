@@ -1,7 +1,8 @@
 """``tether owner ...`` and ``tether sweep ...``: the daily memory sweep.
 
 Output is counts, dates, statuses and reason codes only, never memory text; so is the
-telemetry line each ``sweep run`` appends to ``<home>/telemetry/sweep.jsonl``.
+telemetry line each ``sweep run`` appends to ``<home>/telemetry/sweep.jsonl`` (the
+runner's, built in ``daemon.compose``).
 
 ``TETHER_TEST_NOW`` (an RFC 3339 time with a zone) replaces the wall clock in these
 commands. It exists for crash tests that need "the next day" and is not a user setting.
@@ -10,12 +11,11 @@ commands. It exists for crash tests that need "the next day" and is not a user s
 from __future__ import annotations
 
 import os
-import socket
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -25,12 +25,11 @@ from tether.cli.context import Context, echo_change, echo_json, pass_ctx, utc_st
 from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
-from tether.errors import BadInputError, NotFoundError, StoreError
-from tether.scan.allow import home_allow
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.errors import BadInputError, NotFoundError
+from tether.ports import SweepStore
+from tether.stores import open_sweep_store
 from tether.sweep import cursor, owners
-from tether.sweep.producer import StagingPacketReader
-from tether.sweep.runner import Runner, members, report_json
+from tether.sweep.runner import report_json
 
 TEST_NOW_ENV = "TETHER_TEST_NOW"
 
@@ -49,14 +48,16 @@ def now() -> datetime:
     return value.astimezone(UTC)
 
 
-@contextmanager
-def sweep_store(ctx: Context) -> Iterator[SqliteSweepStore]:
+def _home(ctx: Context) -> Path:
     home = ctx.home
     if not home.is_dir():
         raise NotFoundError(f"no tether home at {home}; run `tether init` first")
-    if ctx.config().store.url:
-        raise StoreError(home, "the sweep runs on the SQLite store only until PostgreSQL lands")
-    store = SqliteSweepStore(home / "tether.db")
+    return home
+
+
+@contextmanager
+def sweep_store(ctx: Context) -> Iterator[SweepStore]:
+    store = open_sweep_store(_home(ctx), ctx.config())
     try:
         yield store
     finally:
@@ -146,13 +147,6 @@ def sweep_group() -> None:
     """The daily memory sweep."""
 
 
-def _telemetry(ctx: Context, line: dict[str, Any]) -> None:
-    folder = ctx.home / "telemetry"
-    folder.mkdir(exist_ok=True)
-    with (folder / "sweep.jsonl").open("ab") as handle:
-        handle.write(msgspec.json.encode(line) + b"\n")
-
-
 @sweep_group.command("run")
 @click.option("--owner", "owner_ids", multiple=True, metavar="O", help="Only this owner.")
 @click.option("--date", "dates", multiple=True, metavar="D", help="Only this local date.")
@@ -162,42 +156,14 @@ def sweep_run(
     ctx: Context, owner_ids: tuple[str, ...], dates: tuple[str, ...], as_json: bool
 ) -> None:
     """Sweep completed local days (at most three per owner), then report."""
-    config = ctx.config().sweep
+    # Here, not at the top: the composition root pulls in the agent and its clients.
+    from tether.daemon.compose import run_sweep
+
     parsed = tuple(parse_date(d) for d in dates)
     chosen = [owners.owner_id(o) for o in owner_ids] or None
-    moment = now()
-    claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    allow = home_allow(ctx.home)  # a broken allow file stops the run before any write
-    with sweep_store(ctx) as store:
-        if config.enabled and not config.kill_switch:
-            owners.ensure_default(store, moment)
-            for o in chosen or ():
-                owners.get(store, o)
-        runner = Runner(
-            store,
-            StagingPacketReader(ctx.home),
-            config=config,
-            cohort=members(config.cohort),
-            claimant=claimant,
-            allow=allow,
-        )
-        report = runner.run(moment, chosen, parsed)
-    out = report_json(report)
-    statuses = Counter(o.status for o in report.owners)
-    reasons = Counter(r for o in report.owners for r in [o.reason] if r)
-    _telemetry(
-        ctx,
-        {
-            "time": moment.isoformat(),
-            "status": report.status,
-            "reason": report.reason,
-            "totals": out["totals"],
-            "owners": dict(statuses),
-            "reasons": dict(reasons),
-        },
-    )
+    report = run_sweep(_home(ctx), ctx.config(), now(), chosen, parsed)
     if as_json:
-        echo_json(out)
+        echo_json(report_json(report))
     else:
         _print_report(report)
     if report.failed:

@@ -13,7 +13,7 @@ import msgspec
 
 from tether.config import Config, load_config
 from tether.home import resolve_home
-from tether.ports import Store
+from tether.ports import Store, SweepStore
 from tether.scan.allow import ALLOW_FILE, load_allow_file
 from tether.scan.screen import Screened, screen
 
@@ -39,6 +39,19 @@ class Context:
             yield store
         finally:
             store.close()
+
+    @contextlib.contextmanager
+    def sweep_reader(self) -> Iterator[SweepStore]:
+        """The home's sweep store as a reader, for what recall and the memory scan read of
+        the sweep (its facts, its cells): a home the sweep never ran in is left without the
+        sweep's tables."""
+        from tether.stores import open_sweep_store
+
+        sweep = open_sweep_store(self.home, self.config(), migrate=False)
+        try:
+            yield sweep
+        finally:
+            sweep.close()
 
     def screen(self, text: str, *, what: str, redact: bool) -> Screened:
         """``text`` on its way into durable memory: refused (exit 2) when it holds a

@@ -296,7 +296,7 @@ async def _heartbeat(demo: Demo, rt: Runtime, model: Recording) -> None:
 
 
 def _recall(demo: Demo, rt: Runtime, phrase_turn: tuple[int, int]) -> None:
-    hits = recall(rt.store, PHRASE, 3, time=rt.agent.clock.now(), home=rt.home)
+    hits = recall(rt.store, PHRASE, 3, time=rt.agent.clock.now(), home=rt.home, sweep=rt.sweep)
     for hit in hits:
         demo.say(
             "recall", f"hit {hit.kind} session={hit.session} turn={hit.turn}: {_short(hit.text)}"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import httpx
@@ -14,9 +18,14 @@ from tether.config import Config
 from tether.errors import BadInputError
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
-from tether.ports import Clock, Llm, Store
+from tether.ports import Clock, Llm, Store, SweepStore
+from tether.scan.allow import home_allow
 from tether.scheduler import Job, Scheduler
-from tether.stores import open_store
+from tether.stores import open_store, open_sweep_store
+from tether.sweep import owners as sweep_owners
+from tether.sweep.producer import StagingPacketReader
+from tether.sweep.runner import Runner, RunReport, members
+from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
 from tether.tools.box import ToolBox
 
 
@@ -45,6 +54,7 @@ class Runtime:
     home: Path
     config: Config
     store: Store
+    sweep: SweepStore  # a reader: what recall's fact mirror reads
     llm: Llm
     http: httpx.AsyncClient
     agent: Agent
@@ -52,6 +62,7 @@ class Runtime:
     async def aclose(self) -> None:
         await self.llm.aclose()
         await self.http.aclose()
+        self.sweep.close()
         self.store.close()
 
 
@@ -60,16 +71,65 @@ def build_runtime(
 ) -> Runtime:
     store = open_store(home, config)
     try:
-        model = llm if llm is not None else build_llm(config)
+        sweep = open_sweep_store(home, config, migrate=False)
     except BaseException:
         store.close()
         raise
+    try:
+        model = llm if llm is not None else build_llm(config)
+    except BaseException:
+        sweep.close()
+        store.close()
+        raise
     http = httpx.AsyncClient(headers={"user-agent": "tether"})
-    tools = ToolBox(home, store, config, http)
+    tools = ToolBox(home, store, config, http, sweep=sweep)
     agent = Agent(
         home=home, config=config, store=store, llm=model, tools=tools, clock=clock or SystemClock()
     )
-    return Runtime(home=home, config=config, store=store, llm=model, http=http, agent=agent)
+    return Runtime(
+        home=home, config=config, store=store, sweep=sweep, llm=model, http=http, agent=agent
+    )
+
+
+@contextlib.contextmanager
+def sweep_runner(home: Path, config: Config) -> Iterator[Runner]:
+    """The daily sweep's runner over the home's sweep store (opened, migrated, closed on
+    the way out): the home's staged packets as producer, ``[sweep]`` and its cohort, the
+    home's allow-list (read first: a broken allow file stops the run before any write), a
+    claimant unique to this process, and a telemetry line per run in
+    ``<home>/telemetry/sweep.jsonl``."""
+    allow = home_allow(home)
+    claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    store = open_sweep_store(home, config)
+    try:
+        yield Runner(
+            store,
+            StagingPacketReader(home),
+            config=config.sweep,
+            cohort=members(config.sweep.cohort),
+            claimant=claimant,
+            allow=allow,
+            telemetry=RunLog(home / TELEMETRY_FILE),
+        )
+    finally:
+        store.close()
+
+
+def run_sweep(
+    home: Path,
+    config: Config,
+    now: datetime,
+    owners: Sequence[str] | None = None,
+    dates: Sequence[date] = (),
+) -> RunReport:
+    """One ``tether sweep run``: when the sweep is open, the default owner is made and
+    each owner asked for must exist (UnknownOwnerError otherwise); then the run."""
+    with sweep_runner(home, config) as runner:
+        if runner.open:
+            sweep_owners.ensure_default(runner.store, now)
+            for o in owners or ():
+                sweep_owners.get(runner.store, o)
+        return runner.run(now, owners, dates)
 
 
 def build_scheduler(runtime: Runtime, jobs: Sequence[Job]) -> Scheduler:

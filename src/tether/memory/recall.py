@@ -10,7 +10,8 @@ in the recalls log (counts and last found times survive a re-index).
 
 Identity entries (memory.md) and the sweep's active facts are searched too, as kinds
 ``identity`` and ``fact``: a recall first brings their index rows in step (a cheap check
-when nothing changed; see ``stores.sqlite_mirror``).
+when nothing changed; see ``memory.facts`` and ``stores.sqlite_mirror``), from the
+``SweepStore`` its caller passes (none: no facts).
 
 ``recall_sessions`` is the same search ranked by session: a session's turn hits
 aggregated by ``core.ranking.by_session``, with the assistant's side of the conversation
@@ -27,8 +28,9 @@ import msgspec
 
 from tether.core import periods, query, ranking
 from tether.errors import BadInputError
+from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
-from tether.ports import Store
+from tether.ports import Store, SweepStore
 from tether.records import Hit
 from tether.scan.allow import home_allow
 
@@ -91,13 +93,13 @@ def _turns(
     return []
 
 
-def _sync(store: Store, home: Path | None) -> None:
+def _sync(store: Store, sweep: SweepStore | None, home: Path | None) -> None:
     """Bring the identity (when ``home`` is given) and sweep fact rows in step."""
     if home is None:
-        store.sync_facts()
+        sync_facts(store, sweep)
         return
     Identity(home, store).sync()
-    store.sync_facts(allow=home_allow(home))
+    sync_facts(store, sweep, allow=home_allow(home))
 
 
 def _hit(scored: ranking.Scored) -> Hit:
@@ -121,17 +123,19 @@ def recall(
     time: datetime,
     budget: int = query.DEFAULT_BUDGET,
     home: Path | None = None,
+    sweep: SweepStore | None = None,
 ) -> list[Hit]:
     """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
     A query with nothing searchable in it (empty, punctuation, only stop words) finds
     nothing rather than everything. ``budget`` bounds the rows ranked (see core.query).
     ``time`` is also "now" for a period the question names. With ``home``, identity
-    entries are brought in step with its memory.md first.
+    entries are brought in step with its memory.md first; the fact rows are brought in
+    step with ``sweep``'s active facts (none without it).
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
-    _sync(store, home)
+    _sync(store, sweep, home)
     q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget)
     hits = [_hit(t) for t in turns[:k]]

@@ -7,8 +7,9 @@ and after each edit, a fingerprint removed from the allow-list since. This scans
 it with the same rules and the home's allow-list:
 
 - ``memory.md`` (the identity, in every prompt: shown redacted, but kept as written);
-- in the store (``Store.read_cells``): notes, page titles and bodies, the memory journal,
-  sweep facts, the sweep journal, standing-trigger conditions, staged day packets.
+- in the store (``Store.read_cells``): notes, page titles and bodies, the memory journal;
+- in the sweep's store (``SweepStore.read_cells``, when one is given): sweep facts, the
+  sweep journal, standing-trigger conditions, staged day packets.
 
 A place is reported by name, line, rule and fingerprint, never with the secret. With
 ``redact``, each place is rewritten with ``[REDACTED:<rule>]`` where it still holds the
@@ -31,10 +32,10 @@ from tether.core.sweep.errors import ConditionError, PacketError
 from tether.core.sweep.packet import decode_packet, encode_packet
 from tether.core.sweep.triggers import compile_text
 from tether.memory.identity import Identity
-from tether.ports import Store
+from tether.ports import Store, SweepStore
 from tether.records import JournalEntry, TextCell
+from tether.scan import packets
 from tether.scan.secrets import Finding, redact, scan
-from tether.sweep import redaction
 
 BUSY_STAGE = "the sweep is in the middle of this day; it redacts the candidates as it applies them"
 KEY_STAGE = "an id of this packet holds a secret; the sweep refuses the day (secret_in_key)"
@@ -91,7 +92,7 @@ def _redacted(cell: TextCell, allow: frozenset[str]) -> tuple[str | None, str]:
         except PacketError:
             return None, MALFORMED
         try:
-            clean, _ = redaction.redact_packet(packet, allow)
+            clean, _ = packets.redact_packet(packet, allow)
         except PacketError:
             return None, KEY_STAGE
         return encode_packet(clean).decode(), ""
@@ -100,7 +101,7 @@ def _redacted(cell: TextCell, allow: frozenset[str]) -> tuple[str | None, str]:
             raw: Any = json.loads(cell.text)
         except ValueError:
             return None, MALFORMED
-        redacted, _ = redaction.redact_condition(raw, allow)
+        redacted, _ = packets.redact_condition(raw, allow)
         try:
             return compile_text(redacted), ""
         except ConditionError as exc:
@@ -116,6 +117,7 @@ def scan_memory(
     fix: bool,
     time: datetime,
     who: str = "owner",
+    sweep: SweepStore | None = None,
 ) -> ScanReport:
     """Every secret in durable memory (see the module doc); with ``fix``, redacted."""
     places: list[SecretPlace] = []
@@ -147,9 +149,24 @@ def scan_memory(
         found_in.append((cell, new, at))
 
     store.read_cells(visit)
+    in_store = len(found_in)  # the store's cells come first, then the sweep's
+    if sweep is not None:
+        sweep.read_cells(visit)
     if not found_in:
         return ScanReport(tuple(places))
-    made, truncated = store.rewrite_cells([(cell, new) for cell, new, _ in found_in])
+    edits = [(cell, new) for cell, new, _ in found_in]
+    # The sweep's first: when both are one file (SQLite), the store's truncation of the
+    # write-ahead log comes after every rewrite.
+    made_sweep: list[bool] = []
+    truncated: list[bool] = []
+    if sweep is not None and edits[in_store:]:
+        made_sweep, log = sweep.rewrite_cells(edits[in_store:])
+        truncated.append(log)
+    made_store: list[bool] = []
+    if edits[:in_store]:
+        made_store, log = store.rewrite_cells(edits[:in_store])
+        truncated.append(log)
+    made = made_store + made_sweep
     secrets = 0
     for (_, _, at), ok in zip(found_in, made, strict=True):
         places.extend(replace(p, redacted=ok, left=None if ok else CHANGED) for p in at)
@@ -165,4 +182,4 @@ def scan_memory(
             after=f"{secrets} secrets redacted in {sum(made)} places",
         )
     )
-    return ScanReport(tuple(places), log_truncated=truncated)
+    return ScanReport(tuple(places), log_truncated=all(truncated))

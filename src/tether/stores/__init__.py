@@ -1,6 +1,7 @@
 """Store adapters: SQLite in the home (the embedded default); PostgreSQL later.
 
-``open_store`` is the one place that picks the backend from ``[store] url``.
+``open_store`` and ``open_sweep_store`` are the one place that picks the backend from
+``[store] url``.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tether.config import Config
-from tether.errors import BadInputError
-from tether.ports import Store
+from tether.errors import BadInputError, StoreError
+from tether.ports import Store, SweepStore
 from tether.stores.sqlite import SqliteStore
 
 #: The embedded store's file, inside the home.
@@ -30,4 +31,15 @@ def open_store(home: Path, config: Config) -> Store:
     return SqliteStore(home / DB_FILE)
 
 
-__all__ = ["DB_FILE", "SqliteStore", "open_store"]
+def open_sweep_store(home: Path, config: Config, *, migrate: bool = True) -> SweepStore:
+    """The sweep's store, in the same SQLite file as the main one. With ``migrate``
+    False (a reader: recall, the memory scan), a file the sweep never ran in is left
+    without its tables (its facts stamp says so)."""
+    if config.store.url:
+        raise StoreError(home, "the sweep runs on the SQLite store only until PostgreSQL lands")
+    from tether.stores.sqlite_sweep import SqliteSweepStore  # on use: recall starts faster
+
+    return SqliteSweepStore(home / DB_FILE, migrate=migrate)
+
+
+__all__ = ["DB_FILE", "SqliteStore", "open_store", "open_sweep_store"]

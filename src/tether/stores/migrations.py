@@ -1,4 +1,6 @@
-"""The SQLite schema as numbered migrations, tracked in ``PRAGMA user_version``.
+"""The SQLite schema as numbered migrations, tracked in ``PRAGMA user_version``; and
+``migrate``, the one runner both schemas in the file use (this one and the sweep's,
+``sqlite_sweep_schema``, which keeps its own version).
 
 ``MIGRATIONS[n]`` takes a database from version n to n + 1 in one transaction. Append a
 new script for every change; never edit one that has shipped: databases in the field
@@ -7,10 +9,13 @@ have run it already. A database at a version beyond this list is refused, unchan
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from tether.core import cjk
+from tether.errors import StoreVersionError
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -194,3 +199,31 @@ def statements(script: str) -> Iterator[str]:
             buf = ""
     if buf.strip(" \n\t;"):
         raise ValueError(f"incomplete statement in migration: {buf.strip()[:60]!r}")
+
+
+def migrate(
+    path: Path,
+    transaction: Callable[[], contextlib.AbstractContextManager[sqlite3.Connection]],
+    scripts: Sequence[str],
+    *,
+    version: Callable[[sqlite3.Connection], int],
+    set_version: Callable[[sqlite3.Connection, int], object],
+    after: Mapping[int, Callable[[sqlite3.Connection], None]] | None = None,
+) -> None:
+    """Bring a schema to ``len(scripts)``: ``scripts[n]`` takes it from n to n + 1, each
+    in its own ``transaction()`` with the version read again inside it (another process
+    may have migrated meanwhile), then ``after[n + 1]`` and the new version. A version
+    beyond the scripts raises StoreVersionError, with nothing changed."""
+    while True:
+        with transaction() as c:
+            current = version(c)
+            if current > len(scripts):
+                raise StoreVersionError(path, current, len(scripts))
+            if current == len(scripts):
+                return
+            for statement in statements(scripts[current]):
+                c.execute(statement)
+            hook = (after or {}).get(current + 1)
+            if hook is not None:
+                hook(c)
+            set_version(c, current + 1)

@@ -37,6 +37,7 @@ import msgspec
 
 from tether.core import cjk
 from tether.core.memory_block import Entry
+from tether.core.sweep.state import Fact
 from tether.errors import StoreVersionError
 from tether.records import (
     Found,
@@ -53,7 +54,7 @@ from tether.records import (
 from tether.stores import sqlite_cells as cells
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
-from tether.stores.migrations import AFTER, MIGRATIONS, statements
+from tether.stores.migrations import AFTER, MIGRATIONS, migrate
 from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, utc
 
 BUSY_TIMEOUT_MS = 10_000
@@ -116,19 +117,14 @@ class SqliteStore(SqliteFile):
             yield self._c()
 
     def _migrate(self) -> None:
-        while True:
-            with self._write("migrating the schema") as c:
-                version = self._user_version()  # again: another process may have won
-                if version > len(MIGRATIONS):
-                    raise StoreVersionError(self.path, version, len(MIGRATIONS))
-                if version == len(MIGRATIONS):
-                    return
-                for statement in statements(MIGRATIONS[version]):
-                    c.execute(statement)
-                after = AFTER.get(version + 1)
-                if after is not None:
-                    after(c)
-                c.execute(f"PRAGMA user_version = {version + 1}")
+        migrate(
+            self.path,
+            lambda: self._write("migrating the schema"),
+            MIGRATIONS,
+            version=lambda c: int(c.execute("PRAGMA user_version").fetchone()[0]),
+            set_version=lambda c, n: c.execute(f"PRAGMA user_version = {n}"),
+            after=AFTER,
+        )
 
     def schema_version(self) -> int:
         with self._read("reading the schema version"):
@@ -323,12 +319,13 @@ class SqliteStore(SqliteFile):
             cells.read_cells(c, visit)
 
     def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
-        with self._write("rewriting the memory's text") as c:
-            c.execute("PRAGMA secure_delete = ON")  # the old text is zeroed, not just freed
-            made = cells.rewrite_cells(c, edits)
-        with self._read("truncating the write-ahead log") as c:
-            c.execute("PRAGMA secure_delete = OFF")
-            return made, cells.truncate_wal(c)
+        self._secure_delete(True)  # the old text is zeroed, not just freed
+        try:
+            with self._write("rewriting the memory's text") as c:
+                made = cells.rewrite_cells(c, edits)
+        finally:
+            self._secure_delete(False)
+        return made, self._truncate_wal()
 
     def identity_stamp(self) -> str | None:
         with self._read("reading the identity stamp") as c:
@@ -338,15 +335,15 @@ class SqliteStore(SqliteFile):
         with self._write("indexing identity", durable=False) as c:
             mirror.replace_identity(c, entries, stamp, utc(time))
 
-    def sync_facts(self, *, allow: frozenset[str] = frozenset()) -> bool:
+    def facts_stamp(self) -> str | None:
         with self._read("reading the facts stamp") as c:
-            if mirror.facts_stamp(c) == mirror.stamp(c, "facts"):
-                return False
+            return mirror.stamp(c, "facts")
+
+    def replace_facts(self, facts: Sequence[Fact], *, stamp: str, expect: str | None) -> bool:
         with self._write("indexing sweep facts", durable=False) as c:
-            current = mirror.facts_stamp(c)  # again, inside the transaction
-            if current == mirror.stamp(c, "facts"):
+            if mirror.stamp(c, "facts") != expect:  # again, inside the transaction
                 return False
-            mirror.replace_facts(c, current, allow)
+            mirror.replace_facts(c, facts, stamp)
         return True
 
     # -- search (the SQL is in ``sqlite_search``) ----------------------------------------

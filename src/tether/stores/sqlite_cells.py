@@ -1,19 +1,17 @@
 """The stored text of durable memory, cell by cell, for ``tether memory scan``.
 
-Every column of ``tether.db`` that holds memory text a person or a model wrote: notes,
-page titles and bodies, the memory journal's before/after, and (when the sweep's tables
-are there) sweep facts, the sweep journal's before/after, standing-trigger conditions and
-staged day packets. The index (``doc``) is not listed: it is redacted when written.
+Every column of the main store that holds memory text a person or a model wrote: notes,
+page titles and bodies, the memory journal's before/after, and the index rows of notes
+and pages. (The sweep's cells are the sweep store's: ``sqlite_sweep_cells``.)
 
 ``read_cells`` visits them in batches (a large journal is never held at once);
 ``rewrite_cells`` replaces the given cells in one transaction with ``secure_delete`` on,
-so the old text is zeroed in the file, then truncates the WAL so no frame keeps it.
-Nothing here decides what is a secret: the caller does.
+so the old text is zeroed in the file; the store then truncates the WAL so no frame
+keeps it. Nothing here decides what is a secret: the caller does.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,29 +31,7 @@ CELLS: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("index", "doc", ("id",), "text", "kind IN ('note', 'page') AND "),
     ("journal", "journal", ("id",), "before", ""),
     ("journal", "journal", ("id",), "after", ""),
-    ("fact", "sweep_fact", ("id",), "text", ""),
-    ("sweep-journal", "sweep_journal", ("id",), "before", ""),
-    ("sweep-journal", "sweep_journal", ("id",), "after", ""),
-    ("trigger", "sweep_trigger", ("owner", "id"), "condition", ""),
-    (
-        "stage",
-        "sweep_stage",
-        ("owner", "local_date", "source_generation", "window_id"),
-        "packet",
-        "",
-    ),
 )
-
-#: A staged packet's day is in progress when the sweep has claimed a candidate of it and
-#: not yet moved the owner's cursor past it: its receipts keep the digests of the stage
-#: as it is, so it must not change under them.
-_BUSY_STAGE = """
-EXISTS (SELECT 1 FROM sweep_receipt r
-        WHERE r.owner = t.owner AND r.local_date = t.local_date
-          AND r.source_generation = t.source_generation)
-AND NOT EXISTS (SELECT 1 FROM sweep_cursor c
-                WHERE c.owner = t.owner AND c.local_date >= t.local_date)
-"""
 
 
 def _tables(c: sqlite3.Connection) -> set[str]:
@@ -69,25 +45,23 @@ def read_cells(c: sqlite3.Connection, visit: Callable[[TextCell], None]) -> None
         if table not in tables:
             continue
         cols = ", ".join(keys)
-        busy = _BUSY_STAGE if kind == "stage" else "0"
         ref = ", ref" if kind == "index" else ""
         after: tuple[Any, ...] | None = None
         while True:
             where = f"({cols}) > ({', '.join('?' * len(keys))}) AND " if after else ""
             rows = c.execute(
-                f"SELECT {cols}, {column}{ref}, {busy} FROM {table} AS t "
+                f"SELECT {cols}, {column}{ref} FROM {table} AS t "
                 f"WHERE {where}{rows_of}{column} IS NOT NULL AND {column} != '' "
                 f"ORDER BY {cols} LIMIT ?",
                 (*(after or ()), BATCH),
             ).fetchall()
             for row in rows:
                 key = tuple(row[: len(keys)])
-                value = row[len(keys)]
-                text = bytes(value).decode("utf-8", "replace") if kind == "stage" else value
+                text = row[len(keys)]
                 name = "/".join(str(k) for k in key[:2])
                 if kind == "index":
                     name = str(row[len(keys) + 1])
-                visit(TextCell(kind, table, column, key, name, text, bool(row[-1])))
+                visit(TextCell(kind, table, column, key, name, text))
             if len(rows) < BATCH:
                 break
             after = tuple(rows[-1][: len(keys)])
@@ -98,26 +72,19 @@ def _keys(table: str) -> tuple[str, ...]:
 
 
 def rewrite_cells(c: sqlite3.Connection, edits: Sequence[tuple[TextCell, str]]) -> list[bool]:
-    """Replace each cell's text (a stage's digest follows its bytes) inside the
-    transaction the caller has begun, where it still holds the text it was read with (a
-    cell written meanwhile is left alone); per edit, whether it was made."""
+    """Replace each cell's text inside the transaction the caller has begun, where it
+    still holds the text it was read with (a cell written meanwhile is left alone); per
+    edit, whether it was made."""
     made: list[bool] = []
     for cell, text in edits:
         match = " AND ".join(f"{k} = ?" for k in _keys(cell.table))
         if cell.kind == "index":
             made.append(_reindex(c, cell, text))
             continue
-        if cell.kind == "stage":
-            data = text.encode()
-            done = c.execute(
-                f"UPDATE sweep_stage SET packet = ?, digest = ? WHERE {match} AND packet = ?",
-                (data, hashlib.sha256(data).hexdigest(), *cell.key, cell.text.encode()),
-            )
-        else:
-            done = c.execute(
-                f"UPDATE {cell.table} SET {cell.column} = ? WHERE {match} AND {cell.column} = ?",
-                (text, *cell.key, cell.text),
-            )
+        done = c.execute(
+            f"UPDATE {cell.table} SET {cell.column} = ? WHERE {match} AND {cell.column} = ?",
+            (text, *cell.key, cell.text),
+        )
         made.append(done.rowcount > 0)
     return made
 
@@ -141,9 +108,3 @@ def _reindex(c: sqlite3.Connection, cell: TextCell, text: str) -> bool:
         (doc_id,),
     )
     return True
-
-
-def truncate_wal(c: sqlite3.Connection) -> bool:
-    """Checkpoint and truncate the WAL; False when a reader kept it from finishing."""
-    busy, _, _ = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    return not busy

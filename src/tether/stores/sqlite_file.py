@@ -100,6 +100,17 @@ class SqliteFile:
         if str(mode).lower() != "wal":
             raise StoreError(self.path, f"cannot use WAL journalling (got {mode})")
 
+    def _truncate_wal(self) -> bool:
+        """Checkpoint and truncate the WAL; False when a reader kept it from finishing."""
+        with self._lock, self._errors("truncating the write-ahead log"):
+            busy, _, _ = self._c().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return not busy
+
+    def _secure_delete(self, on: bool) -> None:
+        """Zero what a write frees (on) rather than only freeing it (SQLite's default)."""
+        with self._lock, self._errors("setting secure_delete"):
+            self._c().execute(f"PRAGMA secure_delete = {'ON' if on else 'OFF'}")
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:

@@ -1,16 +1,14 @@
 """Index rows mirrored from sources the main store does not own: identity entries
-(``memory/memory.md``) and the daily sweep's active facts (``sweep_fact``, same file).
+(``memory/memory.md``) and the daily sweep's active facts (the ``SweepStore``'s).
 
 Design: recall-time sync, not writes from the sources' own paths. Before a recall, a
 cheap check compares a stamp of the source with the one stored in ``mirror`` when it was
 last indexed: memory.md's sha256 (it is small; a hash also catches an owner's hand edit
-that keeps size and mtime), and the sweep's ``sweep_fact_change`` counter, which sweep
-triggers bump on every fact or owner write (insert, amend, deactivate, wipe, delete), so no
-sweep write path has to know about the index and the sweep store stays unaware of the
-main store's schema. When a stamp differs, every row of that kind is replaced, with the
-new stamp, in one transaction. Identity rows are trusted by construction (the owner's
-file); facts are trusted (a ``Fact`` carries no untrusted flag). Both are indexed
-secret-redacted, like every row recall can return.
+that keeps size and mtime), and the sweep's fact change stamp (``SweepTx.facts_stamp``).
+The caller (``memory.identity``, ``memory.facts``) reads the source, redacts it and hands
+the rows here; every row of that kind is replaced, with the new stamp, in one
+transaction. This module knows only the main store's tables. Identity rows are trusted by
+construction (the owner's file); facts are trusted (a ``Fact`` carries no untrusted flag).
 """
 
 from __future__ import annotations
@@ -21,32 +19,13 @@ from datetime import UTC, datetime
 
 from tether.core import cjk
 from tether.core.memory_block import Entry
-from tether.scan.secrets import redact
+from tether.core.sweep.state import Fact
 from tether.stores.sqlite_search import EPOCH, MICRO, unindex
-
-#: The stamp of the facts when the sweep's tables do not exist (yet) in this file.
-NO_SWEEP = "none"
-
-_ACTIVE_FACTS = (
-    "SELECT id, text, updated_at FROM sweep_fact WHERE active = 1 AND owner NOT IN"
-    " (SELECT id FROM sweep_owner WHERE deleted_at IS NOT NULL) ORDER BY id"
-)
 
 
 def stamp(c: sqlite3.Connection, name: str) -> str | None:
     row = c.execute("SELECT value FROM mirror WHERE name = ?", (name,)).fetchone()
     return None if row is None else str(row[0])
-
-
-def facts_stamp(c: sqlite3.Connection) -> str:
-    """The sweep's fact change counter as text, or ``NO_SWEEP``."""
-    exists = c.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sweep_fact_change'"
-    ).fetchone()
-    if exists is None:
-        return NO_SWEEP
-    row = c.execute("SELECT n FROM sweep_fact_change").fetchone()
-    return NO_SWEEP if row is None else str(row[0])
 
 
 def _micros(time: datetime) -> int:
@@ -90,13 +69,7 @@ def replace_identity(
     _replace(c, "identity", ((f"identity:{e.id}", e.text, at) for e in entries), "identity", value)
 
 
-def replace_facts(c: sqlite3.Connection, value: str, allow: frozenset[str]) -> None:
-    """Index the sweep's active facts (``fact:<id>``), secret-redacted (but for the
-    ``allow`` fingerprints), stamped ``value``."""
-    rows: list[tuple[str, str, int]] = []
-    if value != NO_SWEEP:
-        rows = [
-            (f"fact:{i}", redact(text, allow=allow).text, _micros(datetime.fromisoformat(updated)))
-            for i, text, updated in c.execute(_ACTIVE_FACTS)
-        ]
+def replace_facts(c: sqlite3.Connection, facts: Sequence[Fact], value: str) -> None:
+    """Index ``facts`` as the fact rows (``fact:<id>``), stamped ``value``."""
+    rows = [(f"fact:{f.id}", f.text, _micros(f.updated_at)) for f in facts]
     _replace(c, "fact", rows, "facts", value)

@@ -13,14 +13,20 @@ connection, so it cannot share that transaction, and it has no owner column to w
 
 Every write transaction is ``BEGIN IMMEDIATE`` with ``synchronous = FULL``: a claim,
 apply, completion or cursor advance that returned is on disk.
+
+What the main store's fact mirror and the memory scan need of the sweep is here too
+(``facts_stamp``, ``active_facts``, ``read_cells``, ``rewrite_cells``; the SQL in
+``sqlite_sweep_cells``), so no other module names a sweep table. Opened with
+``migrate=False`` (a reader), a file the sweep never ran in is left without its tables.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
+from pathlib import Path
 from typing import cast
 
 from tether.core.sweep.state import (
@@ -32,8 +38,9 @@ from tether.core.sweep.state import (
     StagedPacket,
     StandingTrigger,
 )
-from tether.errors import StoreVersionError
-from tether.stores.migrations import statements
+from tether.records import TextCell
+from tether.stores import sqlite_sweep_cells as cells
+from tether.stores.migrations import migrate
 from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso
 from tether.stores.sqlite_sweep_schema import (
     SWEEP_MIGRATIONS,
@@ -46,6 +53,17 @@ from tether.stores.sqlite_sweep_schema import (
 )
 
 BUSY_TIMEOUT_MS = 15_000
+
+
+def _sweep_version(c: sqlite3.Connection) -> int:
+    c.execute("CREATE TABLE IF NOT EXISTS sweep_schema_version (version INTEGER)")
+    row = c.execute("SELECT version FROM sweep_schema_version").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _set_sweep_version(c: sqlite3.Connection, version: int) -> None:
+    c.execute("DELETE FROM sweep_schema_version")
+    c.execute("INSERT INTO sweep_schema_version VALUES (?)", (version,))
 
 
 class SqliteSweepTx:
@@ -139,6 +157,12 @@ class SqliteSweepTx:
             values,
         )
         return Fact(**{**_fields(fact), "id": cast(int, cur.lastrowid)})
+
+    def facts_stamp(self) -> str:
+        return cells.facts_stamp(self._c)
+
+    def active_facts(self) -> list[Fact]:
+        return [_fact(r) for r in self._c.execute(cells.active_facts_sql(self._FACT))]
 
     def facts(self, owner_id: str) -> list[Fact]:
         rows = self._c.execute(
@@ -342,36 +366,49 @@ class SqliteSweepStore(SqliteFile):
 
     busy_timeout_ms = BUSY_TIMEOUT_MS
 
+    def __init__(self, path: Path | str, *, migrate: bool = True) -> None:
+        self._migrates = migrate
+        super().__init__(path)
+
     def _setup(self) -> None:
         with self._errors("cannot open the sweep store"):
             c = self._c()
             self._busy_timeout_and_wal(c)
             c.execute("PRAGMA synchronous = FULL")
-        while self._migrate_once():
-            pass
+        if not self._migrates:
+            return  # a reader (recall, memory scan): a file the sweep never ran in stays so
+        migrate(
+            self.path,
+            self._migrating,
+            SWEEP_MIGRATIONS,
+            version=_sweep_version,
+            set_version=_set_sweep_version,
+        )
 
-    def _migrate_once(self) -> bool:
-        """Apply the next sweep migration; False when the schema is current."""
+    @contextlib.contextmanager
+    def _migrating(self) -> Iterator[sqlite3.Connection]:
         with self._errors("migrating the sweep schema"), self._lock:
             c = self._c()
             with begun(c):
-                c.execute("CREATE TABLE IF NOT EXISTS sweep_schema_version (version INTEGER)")
-                row = c.execute("SELECT version FROM sweep_schema_version").fetchone()
-                version = 0 if row is None else int(row[0])
-                if version > len(SWEEP_MIGRATIONS):
-                    raise StoreVersionError(self.path, version, len(SWEEP_MIGRATIONS))
-                more = version < len(SWEEP_MIGRATIONS)
-                if more:
-                    for statement in statements(SWEEP_MIGRATIONS[version]):
-                        c.execute(statement)
-                    c.execute("DELETE FROM sweep_schema_version")
-                    c.execute("INSERT INTO sweep_schema_version VALUES (?)", (version + 1,))
-            return more
+                yield c
 
     def schema_version(self) -> int:
         with self.transaction(write=False) as tx:
             row = tx._c.execute("SELECT version FROM sweep_schema_version").fetchone()
         return int(row[0])
+
+    def read_cells(self, visit: Callable[[TextCell], None]) -> None:
+        with self._lock, self._errors("reading the sweep's text"):
+            cells.read_cells(self._c(), visit)
+
+    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
+        self._secure_delete(True)  # the old text is zeroed, not just freed
+        try:
+            with self.transaction() as tx:
+                made = cells.rewrite_cells(tx._c, edits)
+        finally:
+            self._secure_delete(False)
+        return made, self._truncate_wal()
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[SqliteSweepTx]:

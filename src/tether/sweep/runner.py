@@ -32,7 +32,8 @@ from tether.core.sweep.state import Cursor, Owner, StagedPacket
 from tether.core.sweep.windows import plan_dates, window_for
 from tether.faults import crash_point, pause_point
 from tether.ports import Producer, SweepStore
-from tether.sweep import apply, cursor, receipts, redaction
+from tether.scan import packets
+from tether.sweep import apply, cursor, receipts
 from tether.sweep.fence import DayContext, fence
 
 DayStatus = Literal["complete", "incomplete", "busy", "fenced", "refused"]
@@ -105,6 +106,7 @@ class Runner:
         claimant: str,
         lease: timedelta = receipts.DEFAULT_LEASE,
         allow: frozenset[str] = frozenset(),
+        telemetry: Callable[[datetime, RunReport], None] | None = None,
     ) -> None:
         self.store = store
         self.producer = producer
@@ -113,10 +115,22 @@ class Runner:
         self.claimant = claimant
         self.lease = lease
         self.allow = allow  # reviewed secret fingerprints (``.tether-scan-allow``)
+        self.telemetry = telemetry  # told what every run did (``sweep.telemetry``)
+
+    @property
+    def open(self) -> bool:
+        """Whether a run would sweep (enabled, not killed)."""
+        return self.config.enabled and not self.config.kill_switch
 
     def run(
         self, now: datetime, owners: Sequence[str] | None = None, dates: Sequence[date] = ()
     ) -> RunReport:
+        report = self._run(now, owners, dates)
+        if self.telemetry is not None:
+            self.telemetry(now, report)
+        return report
+
+    def _run(self, now: datetime, owners: Sequence[str] | None, dates: Sequence[date]) -> RunReport:
         if self.config.kill_switch:
             return RunReport(status="killed", reason="kill_switch")
         if not self.config.enabled:
@@ -189,7 +203,7 @@ class Runner:
         self, owner: Owner, ctx: DayContext, now: datetime, result: DayResult
     ) -> DailySweepInput | Incomplete:
         """The day's durable stage; produced, redacted, validated and staged first if
-        absent (see ``sweep.redaction``)."""
+        absent (see ``scan.packets``)."""
         window = ctx.window
         args = (owner.id, window.local_date, ctx.source_generation, window.window_id)
         with self.store.transaction(write=False) as tx:
@@ -198,7 +212,7 @@ class Runner:
             produced = self.producer.produce(owner, window)
             if isinstance(produced, Incomplete):
                 return produced
-            produced, result.redacted = redaction.redact_packet(produced, self.allow)
+            produced, result.redacted = packets.redact_packet(produced, self.allow)
             self._validate(produced, ctx)
             data = encode_packet(produced)
             with self.store.transaction() as tx:
@@ -245,7 +259,7 @@ class Runner:
                             t.authority, t.condition, t.provenance, t.active
                         )
         # Planned over what apply will write (a stage kept in clear is redacted there).
-        planned = tuple(redaction.redact_candidate(c, self.allow)[0] for c in packet.candidates)
+        planned = tuple(packets.redact_candidate(c, self.allow)[0] for c in packet.candidates)
         if not within_write_bound(plan_day(planned, slots, triggers)):
             raise PacketError("too_many_writes")
 
@@ -279,7 +293,7 @@ class Runner:
             crash_point("sweep-after-claim")
             pause_point("sweep-after-claim")
             # A no-op for a stage this version wrote; the receipt's digest stays the stage's.
-            clean, n = redaction.redact_candidate(candidate, self.allow)
+            clean, n = packets.redact_candidate(candidate, self.allow)
             result.redacted += n
             code = apply.apply_candidate(
                 self.store, ctx, held.receipt_id, clean, claimant=self.claimant, now=now

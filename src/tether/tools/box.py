@@ -22,7 +22,7 @@ from tether.memory.indexer import index_home
 from tether.memory.notes import write_note
 from tether.memory.pages import render
 from tether.memory.recall import recall
-from tether.ports import Store
+from tether.ports import Store, SweepStore
 from tether.scan.allow import home_allow
 from tether.scan.screen import Screened, screen
 from tether.sessions import Session
@@ -57,8 +57,17 @@ def _cap(text: str, limit: int) -> str:
 class ToolBox:
     """Implementations of the core tools over a home, a store and an HTTP client."""
 
-    def __init__(self, home: Path, store: Store, config: Config, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        home: Path,
+        store: Store,
+        config: Config,
+        http: httpx.AsyncClient,
+        *,
+        sweep: SweepStore | None = None,
+    ) -> None:
         self.home = home
+        self.sweep = sweep  # the sweep's store, whose active facts recall finds too
         self.store = store
         self.config = config
         self.identity = Identity(home, store)
@@ -93,7 +102,7 @@ class ToolBox:
         # Other sessions are indexed after each of their turns; this one may have
         # records from the turn in progress.
         index_home(self.home, self.store, only=[ctx.session])
-        hits = recall(self.store, a.query, a.k, time=ctx.time, home=self.home)
+        hits = recall(self.store, a.query, a.k, time=ctx.time, home=self.home, sweep=self.sweep)
         if not hits:
             return ToolOutcome("no matches in memory", "memory", False)
         lines = []

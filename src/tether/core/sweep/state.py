@@ -17,6 +17,10 @@ import msgspec
 ReceiptKind = Literal["candidate", "source"]
 ReceiptState = Literal["pending", "committed"]
 
+#: ``SweepTx.facts_stamp`` where the sweep has no tables yet (and the mirror's stamp when
+#: there is no sweep store at all): no facts.
+NO_SWEEP = "none"
+
 
 class Owner(msgspec.Struct, frozen=True, kw_only=True):
     id: str

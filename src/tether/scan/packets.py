@@ -1,4 +1,8 @@
-"""No secret in what the sweep keeps.
+"""No secret in what the sweep keeps: a day packet's candidates, redacted.
+
+Pure helpers over ``tether.core.sweep`` records, here so that both the sweep (before it
+stages a packet, again before each apply) and ``tether memory scan`` (a stage or trigger
+kept in clear) use the same rules without one importing the other.
 
 A day's packet comes from a backend that read the owner's conversations, so a fact
 candidate can quote an API key the owner pasted. The runner redacts every candidate

@@ -1,0 +1,121 @@
+"""The sweep's stored text, cell by cell, for ``tether memory scan``; and what the main
+store's fact mirror reads (the change stamp, the active facts).
+
+Cells: sweep facts, the sweep journal's before/after, standing-trigger conditions and
+staged day packets (when the sweep's tables are there). ``read_cells`` visits them in
+batches; ``rewrite_cells`` replaces the given ones in one sweep write transaction, each
+only where it still holds the text it was read with. A staged packet is rewritten only
+while its day is not in progress (``BUSY_STAGE``, read again inside that transaction), and
+its digest follows its bytes. Nothing here decides what is a secret: the caller does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tether.core.sweep.state import NO_SWEEP
+from tether.records import TextCell
+
+BATCH = 500
+
+#: (kind, table, key columns, column), in the order a scan visits them.
+CELLS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("fact", "sweep_fact", ("id",), "text"),
+    ("sweep-journal", "sweep_journal", ("id",), "before"),
+    ("sweep-journal", "sweep_journal", ("id",), "after"),
+    ("trigger", "sweep_trigger", ("owner", "id"), "condition"),
+    ("stage", "sweep_stage", ("owner", "local_date", "source_generation", "window_id"), "packet"),
+)
+
+#: A staged packet's day is in progress when the sweep has claimed a candidate of it and
+#: not yet moved the owner's cursor past it: its receipts keep the digests of the stage
+#: as it is, so it must not change under them. (``t`` is the stage row.)
+BUSY_STAGE = """
+EXISTS (SELECT 1 FROM sweep_receipt r
+        WHERE r.owner = t.owner AND r.local_date = t.local_date
+          AND r.source_generation = t.source_generation)
+AND NOT EXISTS (SELECT 1 FROM sweep_cursor c
+                WHERE c.owner = t.owner AND c.local_date >= t.local_date)
+"""
+
+_ACTIVE_FACTS = (
+    "SELECT {columns} FROM sweep_fact WHERE active = 1 AND owner NOT IN"
+    " (SELECT id FROM sweep_owner WHERE deleted_at IS NOT NULL) ORDER BY id"
+)
+
+
+def _tables(c: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def facts_stamp(c: sqlite3.Connection) -> str:
+    """The sweep's fact change counter (bumped by triggers on every fact or owner write)
+    as text, or ``NO_SWEEP``."""
+    if "sweep_fact_change" not in _tables(c):
+        return NO_SWEEP
+    row = c.execute("SELECT n FROM sweep_fact_change").fetchone()
+    return NO_SWEEP if row is None else str(row[0])
+
+
+def active_facts_sql(columns: str) -> str:
+    """The active facts of owners not deleted, by id."""
+    return _ACTIVE_FACTS.format(columns=columns)
+
+
+def read_cells(c: sqlite3.Connection, visit: Callable[[TextCell], None]) -> None:
+    """Call ``visit`` with every non-empty sweep text cell, table by table, in key order."""
+    tables = _tables(c)
+    for kind, table, keys, column in CELLS:
+        if table not in tables:
+            continue
+        cols = ", ".join(keys)
+        busy = BUSY_STAGE if kind == "stage" else "0"
+        after: tuple[Any, ...] | None = None
+        while True:
+            where = f"({cols}) > ({', '.join('?' * len(keys))}) AND " if after else ""
+            rows = c.execute(
+                f"SELECT {cols}, {column}, {busy} FROM {table} AS t "
+                f"WHERE {where}{column} IS NOT NULL AND {column} != '' "
+                f"ORDER BY {cols} LIMIT ?",
+                (*(after or ()), BATCH),
+            ).fetchall()
+            for row in rows:
+                key = tuple(row[: len(keys)])
+                value = row[len(keys)]
+                text = bytes(value).decode("utf-8", "replace") if kind == "stage" else value
+                name = "/".join(str(k) for k in key[:2])
+                visit(TextCell(kind, table, column, key, name, text, bool(row[-1])))
+            if len(rows) < BATCH:
+                break
+            after = tuple(rows[-1][: len(keys)])
+
+
+def _keys(table: str) -> tuple[str, ...]:
+    return next(keys for _, t, keys, _ in CELLS if t == table)
+
+
+def rewrite_cells(c: sqlite3.Connection, edits: Sequence[tuple[TextCell, str]]) -> list[bool]:
+    """Replace each cell's text inside the write transaction the caller has begun, where
+    it still holds the text it was read with (and, for a stage, its day is still not in
+    progress); per edit, whether it was made."""
+    made: list[bool] = []
+    for cell, text in edits:
+        match = " AND ".join(f"t.{k} = ?" for k in _keys(cell.table))
+        if cell.kind == "stage":
+            data = text.encode()
+            done = c.execute(
+                f"UPDATE sweep_stage AS t SET packet = ?, digest = ?"
+                f" WHERE {match} AND t.packet = ? AND NOT ({BUSY_STAGE})",
+                (data, hashlib.sha256(data).hexdigest(), *cell.key, cell.text.encode()),
+            )
+        else:
+            done = c.execute(
+                f"UPDATE {cell.table} AS t SET {cell.column} = ?"
+                f" WHERE {match} AND t.{cell.column} = ?",
+                (text, *cell.key, cell.text),
+            )
+        made.append(done.rowcount > 0)
+    return made
