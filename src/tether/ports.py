@@ -112,8 +112,8 @@ class Store(Protocol):
 
     # -- search: a ``SearchQuery`` (built by ``core.query``), each store renders it -------
     def search(self, query: SearchQuery, k: int) -> list[Hit]:
-        """The rows ``query`` finds, ranked by relevance over the whole query (bm25),
-        best first; a query with no terms finds nothing."""
+        """The rows ``query`` finds, ranked by relevance over the whole query (bm25; term
+        weights are not used), best first; a query with no terms finds nothing."""
 
     def search_terms(self, query: SearchQuery, k: int, *, aside: float) -> list[Found]:
         """The ``k`` best rows ``query`` finds, scored by the sum over its terms of

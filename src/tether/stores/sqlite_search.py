@@ -34,7 +34,7 @@ def _positive(k: int) -> None:
 
 
 def search(c: sqlite3.Connection, query: SearchQuery, k: int) -> list[Hit]:
-    """bm25 (both columns alike) of the whole query, best first."""
+    """bm25 (both columns alike, term weights unused) of the whole query, best first."""
     _positive(k)
     match = sqlite_fts.expression(query)
     if match is None:
