@@ -38,7 +38,8 @@ from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall
-from tether.records import Assistant, LogRecord, User
+from tether.records import Assistant, LogRecord, SearchQuery, SearchTerm, User
+from tether.stores import sqlite_fts
 from tether.stores.sqlite import SqliteStore
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -234,7 +235,7 @@ def bench(turns: int, n_queries: int, per_session: int, seed: int, tmp: Path) ->
         try:
             for q, _, rare in questions[:20]:  # warm the page cache for everyone alike
                 recall(store, q, K, time=T0)
-                conn.execute(RAW, (query.quote(rare), K)).fetchall()
+                conn.execute(RAW, (sqlite_fts.term(SearchTerm(rare)), K)).fetchall()
             ours: list[float] = []
             found = known = 0
             for q, target, _ in questions:
@@ -247,12 +248,12 @@ def bench(turns: int, n_queries: int, per_session: int, seed: int, tmp: Path) ->
             single: list[float] = []
             for _, _, rare in questions:
                 start = time.perf_counter()
-                conn.execute(RAW, (query.quote(rare), K)).fetchall()
+                conn.execute(RAW, (sqlite_fts.term(SearchTerm(rare)), K)).fetchall()
                 single.append((time.perf_counter() - start) * 1000)
             naive: list[float] = []
             for q, _, _ in questions[: max(20, n_queries // 5)]:
                 start = time.perf_counter()
-                store.search(query.match_expression(q) or '""', K * 4)
+                store.search(query.plain(q) or SearchQuery(), K * 4)
                 naive.append((time.perf_counter() - start) * 1000)
         finally:
             conn.close()

@@ -44,11 +44,17 @@ def test_every_pair_and_character_of_a_run_is_indexed(text: str) -> None:
 
 
 def test_a_question_searches_the_pairs_of_its_runs() -> None:
-    terms = [(t.expr, t.weight) for t in query.analyse("什么茶？")]
+    terms = [(t.text, t.kind, t.weight) for t in query.analyse("什么茶？").terms]
     half = query.VARIANT_WEIGHT
-    assert terms == [('"什么"', 1), ('"么茶"', 1), ('"什"', half), ('"么"', half), ('"茶"', half)]
-    mixed = [t.expr for t in query.analyse("Where is my iPhone15手机?")]
-    assert mixed == ['"iphone15"', '"手机"', '"手"', '"机"']
+    assert terms == [
+        ("什么", "term", 1),
+        ("么茶", "term", 1),
+        ("什", "term", half),
+        ("么", "term", half),
+        ("茶", "term", half),
+    ]
+    mixed = [t.text for t in query.analyse("Where is my iPhone15手机?").terms]
+    assert mixed == ["iphone15", "手机", "手", "机"]
 
 
 @pytest.fixture

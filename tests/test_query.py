@@ -1,19 +1,23 @@
-"""Query analysis: whatever a person types becomes terms FTS5 takes literally, never an error."""
+"""Query analysis: whatever a person types becomes plain search terms (``SearchQuery``),
+which the SQLite store renders as FTS5 that is taken literally, never an error."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Literal
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from search_helpers import words
 from tether.core import query
 from tether.core.inflections import forms
 from tether.core.synonyms import synonyms
-from tether.records import IndexCursor, LogRow
+from tether.records import IndexCursor, LogRow, SearchQuery, SearchTerm
+from tether.stores import sqlite_fts
 from tether.stores.sqlite import SqliteStore
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -42,18 +46,25 @@ def fts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
     store.close()
 
 
-def accepted(store: SqliteStore, expression: str) -> None:
-    """FTS5 parses ``expression`` (search raises StoreError if it does not)."""
-    store.search(expression, 3)
-    store.count_matches([expression], 10)
+def match_expression(text: str, *, prefix_min: int | None = None) -> str | None:
+    """The FTS5 the store runs for the plain query of ``text`` (None: nothing to search)."""
+    plain = query.plain(text, prefix_min=prefix_min)
+    return None if plain is None else sqlite_fts.expression(plain)
+
+
+def accepted(store: SqliteStore, q: SearchQuery) -> None:
+    """FTS5 parses what the store renders for ``q`` (search raises StoreError if not)."""
+    assert sqlite_fts.expression(q) is not None
+    store.search(q, 3)
+    store.count_matches([q], 10)
 
 
 def run_plan(store: SqliteStore, attempts: tuple[query.Attempt, ...]) -> None:
     for attempt in attempts:
         if attempt.mode == "rank":
-            store.search_terms(attempt.ranked, 3, aside=0.3)
+            store.search_terms(attempt.query, 3, aside=0.3)
         else:
-            store.newest(attempt.match, 3, within=attempt.within)
+            store.newest(attempt.query, 3, within=attempt.within)
 
 
 @settings(max_examples=400, deadline=None)
@@ -75,17 +86,18 @@ def run_plan(store: SqliteStore, attempts: tuple[query.Attempt, ...]) -> None:
 def test_any_text_is_none_or_an_expression_fts5_accepts(
     fts: SqliteStore, text: str, prefix_min: int | None
 ) -> None:
-    expression = query.match_expression(text, prefix_min=prefix_min)
-    if expression is None:
+    plain = query.plain(text, prefix_min=prefix_min)
+    if plain is None:
         assert query.terms(text) == ()
         return
-    accepted(fts, expression)
-    terms = query.analyse(text)
-    for term in terms:
-        accepted(fts, term.expr)
-    counts = [len(t.expr) % 3 * 3000 for t in terms]  # some zero, some over budget, some under
-    run_plan(fts, query.plan(terms, counts, budget=4000, total=10**6))
-    run_plan(fts, query.plan(terms, [1] * len(terms), budget=4000, total=4))
+    accepted(fts, plain)
+    analysed = query.analyse(text)
+    for term in analysed.terms:
+        accepted(fts, SearchQuery((term,)))
+    # Some zero, some over budget, some under.
+    counts = [len(sqlite_fts.term(t)) % 3 * 3000 for t in analysed.terms]
+    run_plan(fts, query.plan(analysed, counts, budget=4000, total=10**6))
+    run_plan(fts, query.plan(analysed, [1] * len(analysed.terms), budget=4000, total=4))
 
 
 def test_fts_operators_and_quotes_are_plain_words(fts: SqliteStore) -> None:
@@ -96,17 +108,47 @@ def test_fts_operators_and_quotes_are_plain_words(fts: SqliteStore) -> None:
         "near",
         "fish",
     )
-    expression = query.match_expression("river AND mill")
-    assert expression == '"river" OR "mill"'
-    hits = fts.search(expression, 5)
+    plain = query.plain("river AND mill")
+    assert plain == words("river", "mill")
+    assert match_expression("river AND mill") == '"river" OR "mill"'
+    assert plain is not None
+    hits = fts.search(plain, 5)
     assert [h.text for h in hits] == ["near the river AND the old mill"]
     # A column filter and a caret are text, not syntax.
-    assert query.match_expression("text:milo ^cat") == '"text" OR "milo" OR "cat"'
+    assert match_expression("text:milo ^cat") == '"text" OR "milo" OR "cat"'
 
 
 def test_quote_doubles_quotes() -> None:
-    assert query.quote('say "hi"') == '"say ""hi"""'
-    assert query.quote("adopt", prefix=True) == '"adopt"*'
+    assert sqlite_fts.term(SearchTerm('say "hi"')) == '"say ""hi"""'
+    assert sqlite_fts.term(SearchTerm("adopt", "prefix")) == '"adopt"*'
+    assert sqlite_fts.term(SearchTerm("old mill", "phrase")) == '"old mill"'
+    # A NUL would end an FTS5 string early; to the tokenizer it separates, as a space.
+    assert sqlite_fts.term(SearchTerm("a\x00b")) == '"a b"'
+    assert sqlite_fts.expression(words("a", "b", require="all")) == '"a" AND "b"'
+    assert sqlite_fts.expression(words()) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            SearchTerm,
+            st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"])),
+            st.sampled_from(["term", "phrase", "prefix"]),
+            st.floats(0.01, 100),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["any", "all"]),
+)
+def test_any_record_renders_to_fts5_the_store_accepts(
+    fts: SqliteStore, terms: list[SearchTerm], require: Literal["any", "all"]
+) -> None:
+    q = SearchQuery(tuple(terms), require=require)
+    accepted(fts, q)
+    fts.search_terms(q, 3, aside=0.3)
+    fts.newest(q, 3, within=2)
 
 
 @pytest.mark.parametrize(
@@ -114,12 +156,12 @@ def test_quote_doubles_quotes() -> None:
     ["", "   ", "?!", "((((", '"""', "what did I do?", "When was it, and where?", "🐈‍⬛ 🎉"],
 )
 def test_nothing_searchable_is_none(text: str) -> None:
-    assert query.match_expression(text) is None
+    assert match_expression(text) is None
 
 
 def test_unbalanced_parentheses_and_emoji_keep_the_words(fts: SqliteStore) -> None:
     assert query.terms("(milo (cat 🐈") == ("milo", "cat")
-    hits = fts.search(query.match_expression("(milo (cat 🐈") or "", 5)
+    hits = fts.search(query.plain("(milo (cat 🐈") or SearchQuery(), 5)
     assert hits[0].text.startswith("I adopted a cat named Milo")
 
 
@@ -141,9 +183,9 @@ def test_ten_kilobytes_of_text_is_bounded(fts: SqliteStore) -> None:
     assert len(text) > 10_000
     words = query.terms(text)
     assert len(words) == query.MAX_TERMS
-    expression = query.match_expression(text)
-    assert expression is not None
-    accepted(fts, expression)
+    plain = query.plain(text)
+    assert plain is not None
+    accepted(fts, plain)
 
 
 def test_very_long_tokens_are_dropped() -> None:
@@ -151,12 +193,15 @@ def test_very_long_tokens_are_dropped() -> None:
 
 
 def test_prefix_for_longer_terms_only() -> None:
-    assert query.match_expression("adopt cat", prefix_min=4) == '"adopt"* OR "cat"'
+    assert match_expression("adopt cat", prefix_min=4) == '"adopt"* OR "cat"'
+    assert query.plain("adopt cat", prefix_min=4) == SearchQuery(
+        (SearchTerm("adopt", "prefix"), SearchTerm("cat"))
+    )
 
 
 def test_prefix_finds_the_rest_of_a_word(fts: SqliteStore) -> None:
-    assert fts.search(query.match_expression("mil") or "", 5) == []
-    hits = fts.search(query.match_expression("mil", prefix_min=3) or "", 5)
+    assert fts.search(query.plain("mil") or SearchQuery(), 5) == []
+    hits = fts.search(query.plain("mil", prefix_min=3) or SearchQuery(), 5)
     assert {h.text for h in hits} == {
         "I adopted a cat named Milo in March",
         "near the river AND the old mill",
@@ -164,12 +209,12 @@ def test_prefix_finds_the_rest_of_a_word(fts: SqliteStore) -> None:
 
 
 def test_stemming_finds_other_forms_of_a_word(fts: SqliteStore) -> None:
-    hits = fts.search(query.match_expression("adopting cats") or "", 5)
+    hits = fts.search(query.plain("adopting cats") or SearchQuery(), 5)
     assert [h.text for h in hits] == ["I adopted a cat named Milo in March"]
 
 
 def test_diacritics_fold(fts: SqliteStore) -> None:
-    hits = fts.search(query.match_expression("naive cafe") or "", 5)
+    hits = fts.search(query.plain("naive cafe") or SearchQuery(), 5)
     assert [h.turn for h in hits] == [3]
 
 
@@ -177,7 +222,8 @@ def test_diacritics_fold(fts: SqliteStore) -> None:
 
 
 def exprs(text: str) -> list[tuple[str, str | None, float]]:
-    return [(t.expr, t.word, t.weight) for t in query.analyse(text)]
+    """(FTS5 the store runs, the word ``bonus`` looks for, weight) of each term."""
+    return [(sqlite_fts.term(t), query.word_of(t), t.weight) for t in query.analyse(text).terms]
 
 
 def test_analyse_adds_a_verbs_irregular_forms_at_a_lower_weight() -> None:
@@ -204,6 +250,15 @@ def test_analyse_honours_quoted_phrases_and_prefixes() -> None:
         ('"photo"*', None, 1.0),
         ('"ethereal dreams"', None, 1.0),
     ]
+    assert query.analyse('the "Ethereal Dreams" painting, photo*') == SearchQuery(
+        (
+            SearchTerm("ethereal"),
+            SearchTerm("dreams"),
+            SearchTerm("painting"),
+            SearchTerm("photo", "prefix"),
+            SearchTerm("ethereal dreams", "phrase"),
+        )
+    )
     # Curly quotes too; one word in quotes is just a word.
     assert ('"lovers unite"', None, 1.0) in exprs("“Lovers Unite” meetup")
     assert [e for e, _, _ in exprs('"milo"')] == ['"milo"']
@@ -241,17 +296,24 @@ def test_single_quoted_titles_are_phrases_and_apostrophes_are_not_quotes() -> No
 
 
 def test_phrases_and_prefixes_find_what_they_say(fts: SqliteStore) -> None:
-    [phrase] = [t for t in query.analyse('"old mill"') if t.word is None]
-    assert [h.turn for h in fts.search(phrase.expr, 5)] == [2]
-    [prefix] = query.analyse("mil*")
-    assert {h.turn for h in fts.search(prefix.expr, 5)} == {1, 2}
+    [phrase] = [t for t in query.analyse('"old mill"').terms if t.kind == "phrase"]
+    assert [h.turn for h in fts.search(SearchQuery((phrase,)), 5)] == [2]
+    [prefix] = query.analyse("mil*").terms
+    assert {h.turn for h in fts.search(SearchQuery((prefix,)), 5)} == {1, 2}
 
 
 # -- plan -------------------------------------------------------------------------------
 
 
-def words(*ws: str) -> list[query.Term]:
-    return [query.Term(query.quote(w), w) for w in ws]
+def ranked(attempt: query.Attempt) -> list[tuple[str, float]]:
+    """(FTS5 the store runs, multiplier) of each term a rank attempt scores."""
+    assert attempt.query.require == "any"
+    return [(sqlite_fts.term(t), t.weight) for t in attempt.query.terms]
+
+
+def match(attempt: query.Attempt) -> str | None:
+    """The FTS5 the store runs for a newest attempt."""
+    return sqlite_fts.expression(attempt.query)
 
 
 def test_plan_ranks_the_rare_terms_and_the_common_only_reorder() -> None:
@@ -259,17 +321,17 @@ def test_plan_ranks_the_rare_terms_and_the_common_only_reorder() -> None:
         words("time", "garden", "milo"), [90_000, 1_500, 12], budget=4000, total=1_000_000
     )
     assert attempt.mode == "rank"
-    assert [e for e, _ in attempt.ranked] == ['"garden"', '"milo"']
+    assert [e for e, _ in ranked(attempt)] == ['"garden"', '"milo"']
     [(word, weight)] = attempt.also
     assert word == "time"
     assert weight == pytest.approx(math.log(1 + 910_000.5 / 90_000.5))
 
 
 def test_plan_rescales_bm25_to_a_positive_idf_times_the_weight() -> None:
-    terms = [query.Term('"cat"', "cat"), query.Term('"caught"', "caught", 0.5)]
+    terms = SearchQuery((SearchTerm("cat"), SearchTerm("caught", weight=0.5)))
     [attempt] = query.plan(terms, [3, 3], budget=10, total=4)
     # In 3 of 4 rows FTS5's idf is floored at 1e-6: the multiplier restores Lucene's.
-    (_, cat), (_, caught) = attempt.ranked
+    (_, cat), (_, caught) = ranked(attempt)
     assert cat == pytest.approx(query.idf(3, 4) / 1e-6)
     assert caught == pytest.approx(cat / 2)
     assert query.idf(3, 4) > 0
@@ -277,9 +339,9 @@ def test_plan_rescales_bm25_to_a_positive_idf_times_the_weight() -> None:
 
 def test_plan_keeps_adding_terms_while_they_fit_the_budget() -> None:
     [attempt] = query.plan(words("a1", "b2", "c3"), [1000, 2000, 1000], budget=4000, total=10**6)
-    assert [e for e, _ in attempt.ranked] == ['"a1"', '"b2"', '"c3"']
+    assert [e for e, _ in ranked(attempt)] == ['"a1"', '"b2"', '"c3"']
     [attempt] = query.plan(words("a1", "b2", "c3"), [1000, 2500, 1000], budget=4000, total=10**6)
-    assert [e for e, _ in attempt.ranked] == ['"a1"', '"c3"']
+    assert [e for e, _ in ranked(attempt)] == ['"a1"', '"c3"']
     assert [w for w, _ in attempt.also] == ["b2"]
 
 
@@ -300,19 +362,20 @@ def test_idf_is_positive_and_fts5s_never_negative() -> None:
 
 def test_plan_when_every_term_is_common_takes_the_newest_with_all_then_any() -> None:
     all_, any_ = query.plan(words("time", "people"), [90_000, 50_000], budget=4000, total=10**6)
-    assert (all_.match, all_.mode, all_.within) == ('"time" AND "people"', "newest", 400_000)
-    assert (any_.match, any_.mode, any_.within) == ('"time" OR "people"', "newest", None)
+    assert (match(all_), all_.mode, all_.within) == ('"time" AND "people"', "newest", 400_000)
+    assert (match(any_), any_.mode, any_.within) == ('"time" OR "people"', "newest", None)
+    assert all_.query == words("time", "people", require="all")
     assert [w for w, _ in all_.also] == [w for w, _ in any_.also] == ["time", "people"]
     assert all_.also[1][1] > all_.also[0][1]  # the less common word weighs more
     [alone] = query.plan(words("time"), [90_000], budget=4000, total=10**6)
-    assert (alone.match, alone.mode) == ('"time"', "newest")
+    assert (match(alone), alone.mode) == ('"time"', "newest")
 
 
 def test_plan_drops_terms_that_match_nothing() -> None:
     [attempt] = query.plan(words("zzz", "milo"), [0, 3], budget=10)
-    assert [e for e, _ in attempt.ranked] == ['"milo"']
+    assert [e for e, _ in ranked(attempt)] == ['"milo"']
     assert query.plan(words("zzz"), [0], budget=10) == ()
-    assert query.plan([], [], budget=10) == ()
+    assert query.plan(words(), [], budget=10) == ()
 
 
 def test_plan_checks_its_arguments() -> None:

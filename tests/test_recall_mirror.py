@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from conftest import clean
+from search_helpers import words
 from sweep_helpers import DictProducer, day_packet, fact, utc
 from tether.config import SweepConfig
 from tether.core.memory_block import entry_id
@@ -81,9 +82,9 @@ def test_a_hand_edit_is_picked_up_by_the_next_recall(home: Path, store: SqliteSt
 def test_tool_edits_sync_the_index(home: Path, store: SqliteStore) -> None:
     identity = Identity(home, store)
     e = identity.add(clean("Owner rides a recumbent bicycle"), who="owner", session=None, time=NOW)
-    assert [h.ref for h in store.search('"recumbent"', 5)] == [f"identity:{e.id}"]
+    assert [h.ref for h in store.search(words("recumbent"), 5)] == [f"identity:{e.id}"]
     identity.remove([e.id], who="owner", session=None, time=NOW)
-    assert store.search('"recumbent"', 5) == []
+    assert store.search(words("recumbent"), 5) == []
 
 
 def test_reindex_keeps_identity_recall_counts(home: Path, store: SqliteStore) -> None:
@@ -175,7 +176,7 @@ def test_a_version_2_store_upgrades_and_keeps_its_index(tmp_path: Path) -> None:
     old_store(path, 2, [(7, 1, "user", "the kayak is red")])
     with SqliteStore(path) as store:
         assert store.schema_version() == len(MIGRATIONS) == 4
-        assert [(h.session, h.turn) for h in store.search('"kayak"', 5)] == [("s1", 1)]
+        assert [(h.session, h.turn) for h in store.search(words("kayak"), 5)] == [("s1", 1)]
         assert store.identity_stamp() is None
         assert sync_facts(store, None) is True  # no sweep tables: nothing, stamped once
         assert sync_facts(store, None) is False
@@ -194,9 +195,9 @@ def test_a_version_3_store_segments_its_cjk_rows_on_upgrade(tmp_path: Path) -> N
     before.close()
     with SqliteStore(path) as store:
         assert store.schema_version() == 4
-        assert [h.turn for h in store.search('"乌龙"', 5)] == [1]
-        assert [h.turn for h in store.search('"東京"', 5)] == [2]  # a reply, re-indexed too
-        assert [h.turn for h in store.search('"kayak"', 5)] == [1]
+        assert [h.turn for h in store.search(words("乌龙"), 5)] == [1]
+        assert [h.turn for h in store.search(words("東京"), 5)] == [2]  # a reply, re-indexed too
+        assert [h.turn for h in store.search(words("kayak"), 5)] == [1]
     check = sqlite3.connect(path)
     check.execute("INSERT INTO doc_fts (doc_fts) VALUES ('integrity-check')")
     check.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from search_helpers import words
 from tether.config import Config, StoreConfig
 from tether.errors import BadInputError, StoreError, StoreVersionError
 from tether.records import IndexCursor, JournalEntry, LogField, LogRow, Page
@@ -146,7 +147,7 @@ def test_two_store_objects_on_one_file_see_each_others_writes(db_path: Path) -> 
         a.add_note("written by a", untrusted=False, session=None, time=T0)
         b.add_note("written by b", untrusted=True, session="s1", time=T0)
         assert [n.text for n in a.notes()] == ["written by a", "written by b"]
-        assert [h.text for h in b.search('"written"', 5)] == ["written by a", "written by b"]
+        assert [h.text for h in b.search(words("written"), 5)] == ["written by a", "written by b"]
 
 
 # -- notes and pages -----------------------------------------------------------------------
@@ -159,7 +160,7 @@ def test_notes_are_searchable_when_written_and_tagged_by_trust(store: SqliteStor
     assert (a.id, b.id) == (1, 2)
     assert a.time == T0  # stored and returned in UTC
     assert store.notes() == [a, b]
-    hits = {h.ref: h for h in store.search('"prefers"', 5)}
+    hits = {h.ref: h for h in store.search(words("prefers"), 5)}
     assert hits["note:1"].tag == "memory"
     assert hits["note:2"].tag == "memory-tainted"
     assert hits["note:1"].kind == "note"
@@ -179,7 +180,7 @@ def test_pages_roundtrip_and_a_rewrite_replaces_what_is_found(store: SqliteStore
     store.put_page(page)
     assert store.get_page("people/ann") == page
     assert store.get_page("nobody") is None
-    assert [h.ref for h in store.search('"tomatoes"', 5)] == ["page:people/ann"]
+    assert [h.ref for h in store.search(words("tomatoes"), 5)] == ["page:people/ann"]
 
     newer = Page(
         slug="people/ann",
@@ -192,8 +193,8 @@ def test_pages_roundtrip_and_a_rewrite_replaces_what_is_found(store: SqliteStore
     )
     store.put_page(newer)
     assert store.pages() == [newer]
-    assert store.search('"tomatoes"', 5) == []
-    hits = store.search('"peppers"', 5)
+    assert store.search(words("tomatoes"), 5) == []
+    hits = store.search(words("peppers"), 5)
     assert [(h.ref, h.tag, h.kind) for h in hits] == [("page:people/ann", "memory-tainted", "page")]
 
 
@@ -239,7 +240,7 @@ def test_index_rows_and_cursor_move_together(store: SqliteStore) -> None:
     store.index_log_rows([row("s1", 1, "we booked the Lantern restaurant")], cursor())
     assert store.index_cursor("s1/0.jsonl") == cursor()
     assert store.index_cursors() == {"s1/0.jsonl": cursor()}
-    [hit] = store.search('"lantern"', 5)
+    [hit] = store.search(words("lantern"), 5)
     assert (hit.kind, hit.session, hit.turn, hit.ref) == ("turn", "s1", 1, "turn:s1:1")
     assert hit.score > 0
     store.index_log_rows([], cursor(offset=200, turn=2))
@@ -250,7 +251,7 @@ def test_summary_rows_are_their_own_kind_and_keep_their_taint(store: SqliteStore
     store.index_log_rows(
         [row("s1", 2, "fetched page about otters", field="summary", tainted=True)], cursor()
     )
-    [hit] = store.search('"otters"', 5)
+    [hit] = store.search(words("otters"), 5)
     assert (hit.kind, hit.tag) == ("summary", "memory-tainted")
 
 
@@ -284,7 +285,7 @@ def test_reset_index_keeps_notes_pages_journal_and_recalls(store: SqliteStore) -
     store.reset_index()
 
     assert store.index_cursors() == {}
-    assert sorted(h.kind for h in store.search('"apple"', 10)) == ["note", "page"]
+    assert sorted(h.kind for h in store.search(words("apple"), 10)) == ["note", "page"]
     assert len(store.notes()) == 1
     assert len(store.pages()) == 1
     assert len(store.journal()) == 1
@@ -292,28 +293,60 @@ def test_reset_index_keeps_notes_pages_journal_and_recalls(store: SqliteStore) -
     # Indexing again works, and notes written after a reset are found too.
     store.index_log_rows([row("s1", 1, "apple pie recipe")], cursor())
     store.add_note("apple cider", untrusted=False, session=None, time=T0)
-    assert sorted(h.kind for h in store.search('"apple"', 10)) == ["note", "note", "page", "turn"]
+    assert sorted(h.kind for h in store.search(words("apple"), 10)) == [
+        "note",
+        "note",
+        "page",
+        "turn",
+    ]
 
 
 def test_search_ranks_best_first_and_newest_takes_the_latest(store: SqliteStore) -> None:
     rows = [row("s1", i, "tea " * (1 if i != 3 else 4) + f"filler {i}") for i in range(1, 7)]
     store.index_log_rows(rows, cursor())
-    ranked = store.search('"tea"', 6)
+    ranked = store.search(words("tea"), 6)
     assert ranked[0].turn == 3  # most "tea" in the shortest text
     assert [h.score for h in ranked] == sorted((h.score for h in ranked), reverse=True)
-    assert [h.turn for h in store.newest('"tea"', 2)] == [6, 5]
-    assert [h.turn for h in store.newest('"tea" AND "filler"', 10, within=3)] == [6, 5, 4]
-    assert store.newest('"coffee"', 5) == []
+    assert [h.turn for h in store.newest(words("tea"), 2)] == [6, 5]
+    assert [h.turn for h in store.newest(words("tea", "filler", require="all"), 10, within=3)] == [
+        6,
+        5,
+        4,
+    ]
+    assert store.newest(words("coffee"), 5) == []
+
+
+def test_search_terms_may_require_every_term(store: SqliteStore) -> None:
+    store.index_log_rows([row("s1", 1, "tea filler"), row("s1", 2, "tea tea")], cursor())
+    assert {f.turn for f in store.search_terms(words("tea", "filler"), 5, aside=0.3)} == {1, 2}
+    both = store.search_terms(words("tea", "filler", require="all"), 5, aside=0.3)
+    assert [f.turn for f in both] == [1]
+    assert [f.turn for f in store.search_terms(words("tea", require="all"), 5, aside=0.3)] == [2, 1]
 
 
 def test_count_matches_is_capped(store: SqliteStore) -> None:
     store.index_log_rows([row("s1", i, f"tea {i}") for i in range(1, 11)], cursor())
-    assert store.count_matches(['"tea"', '"coffee"', '"tea" AND "5"'], 4) == [4, 0, 1]
+    counted = [words("tea"), words("coffee"), words("tea", "5", require="all"), words()]
+    assert store.count_matches(counted, 4) == [4, 0, 1, 0]
 
 
-def test_a_bad_expression_is_a_store_error_not_a_crash(store: SqliteStore) -> None:
-    with pytest.raises(StoreError, match="fts5"):
-        store.search("NEAR(", 5)
+def test_a_search_sqlite_refuses_is_a_store_error_not_a_crash(db_path: Path) -> None:
+    # No query can be an FTS5 syntax error (tests/test_query.py): an index SQLite cannot
+    # read is what is left to refuse.
+    SqliteStore(db_path).close()
+    conn = raw(db_path)
+    conn.execute("UPDATE doc_fts_config SET v = 99 WHERE k = 'version'")
+    conn.commit()
+    conn.close()
+    with SqliteStore(db_path) as store, pytest.raises(StoreError, match="fts5"):
+        store.search(words("tea"), 5)
+
+
+def test_an_empty_query_finds_nothing(store: SqliteStore) -> None:
+    store.index_log_rows([row("s1", 1, "tea")], cursor())
+    assert store.search(words(), 5) == []
+    assert store.search_terms(words(), 5, aside=0.3) == []
+    assert store.newest(words(), 5) == []
 
 
 def test_naive_times_are_refused(store: SqliteStore) -> None:
@@ -343,11 +376,11 @@ def test_a_version_1_store_upgrades_and_keeps_its_index(db_path: Path) -> None:
 
     with SqliteStore(db_path) as store:
         assert store.schema_version() == len(MIGRATIONS) >= 2
-        assert [h.turn for h in store.search('"kayak"', 5)] == [2, 1]  # both fields alike
+        assert [h.turn for h in store.search(words("kayak"), 5)] == [2, 1]  # both fields alike
         # Weighed by field, the owner's words win over a reply that repeats them.
-        found = store.search_terms([('"kayak"', 1.0), ('"red"', 1.0)], 5, aside=0.3)
+        found = store.search_terms(words("kayak", "red"), 5, aside=0.3)
         assert [(f.turn, f.field) for f in found] == [(1, "user"), (2, "assistant")]
         assert all(f.score > 0 for f in found)
-        only_owner = store.search_terms([('"kayak"', 1.0)], 5, aside=0.0)
+        only_owner = store.search_terms(words("kayak"), 5, aside=0.0)
         assert [f.turn for f in only_owner] == [1, 2]
         assert only_owner[1].score == 0.0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from search_helpers import words
 from sweep_helpers import day_packet, fact
 from tether.config import load_config
 from tether.core.sweep.packet import digest, encode_packet
@@ -67,7 +68,7 @@ def test_a_reader_leaves_a_file_without_sweep_tables_and_sees_them_once_made(
             owners.add(sweep, "alice", "UTC", T)
             _add_fact(sweep, f"the owner's token is {GITHUB}")
         assert sync_facts(store, reader) is True
-        assert [h.text for h in store.search('"token"', 5)] == [
+        assert [h.text for h in store.search(words("token"), 5)] == [
             "the owner's token is [REDACTED:github-token]"
         ]
         assert sync_facts(store, reader) is False

@@ -38,6 +38,7 @@ from tether.records import (
     Note,
     Page,
     RecallStat,
+    SearchQuery,
     TextCell,
 )
 
@@ -121,29 +122,27 @@ class Store(Protocol):
         redacts) and store ``stamp``, atomically, if the stored stamp is still
         ``expect``; False (nothing written) when another writer synced meanwhile."""
 
-    # -- search ------------------------------------------------------------------------
-    def search(self, match: str, k: int) -> list[Hit]:
-        """Run an FTS match expression (built by ``core.query``; never raw user text),
-        ranked by bm25, best first."""
+    # -- search: a ``SearchQuery`` (built by ``core.query``), each store renders it -------
+    def search(self, query: SearchQuery, k: int) -> list[Hit]:
+        """The rows ``query`` finds, ranked by relevance over the whole query (bm25; term
+        weights are not used), best first; a query with no terms finds nothing."""
 
-    def search_terms(
-        self, terms: Sequence[tuple[str, float]], k: int, *, aside: float
-    ) -> list[Found]:
-        """The ``k`` best rows any of ``terms`` (FTS match expression, multiplier) finds,
-        scored by the sum over the terms of multiplier x bm25, where a term's matches in
-        assistant replies, tool calls and tool summaries count ``aside`` of those in the
-        owner's text, notes and pages. Best first."""
+    def search_terms(self, query: SearchQuery, k: int, *, aside: float) -> list[Found]:
+        """The ``k`` best rows ``query`` finds, scored by the sum over its terms of
+        weight x bm25, where a term's matches in assistant replies, tool calls and tool
+        summaries count ``aside`` of those in the owner's text, notes and pages. Best
+        first."""
 
-    def newest(self, match: str, k: int, *, within: int | None = None) -> list[Found]:
-        """The ``k`` most recently indexed rows ``match`` finds, newest first, unscored
+    def newest(self, query: SearchQuery, k: int, *, within: int | None = None) -> list[Found]:
+        """The ``k`` most recently indexed rows ``query`` finds, newest first, unscored
         (score 0), looking only among the last ``within`` indexed rows when given. No
         ranking work: what recall uses when every word of a query is very common."""
 
     def row_count(self) -> int:
         """Rows in the full-text index (log rows, notes, pages): what term weights need."""
 
-    def count_matches(self, matches: Sequence[str], cap: int) -> list[int]:
-        """How many rows each expression matches, counting no further than ``cap``
+    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+        """How many rows each query matches, counting no further than ``cap``
         (cheap: what recall uses to leave out terms too common to rank quickly)."""
 
     # -- journal and recalls -----------------------------------------------------------

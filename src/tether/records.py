@@ -1,7 +1,8 @@
 """Typed records, the vocabulary every layer shares: the session-log union and the chat
 messages built from it, what the memory store holds and recall returns (``Hit``,
-``Found``, ``Note``, ``Page``, ...), and what an inference backend takes and returns
-(``CompletionRequest``, ``Completion``). Pure data: no I/O, no tether imports.
+``Found``, ``Note``, ``Page``, ...), what a search asks for (``SearchQuery``), and what an
+inference backend takes and returns (``CompletionRequest``, ``Completion``). Pure data:
+no I/O, no tether imports.
 
 A session log is one JSON object a line, tagged by ``type``. Decoding is strict: an
 unknown field, a missing field or a wrong type is an error, and every record carries a
@@ -267,6 +268,33 @@ class TextCell(msgspec.Struct, frozen=True):
     name: str  # the row as messages name it: a note id, a page slug, owner/date ...
     text: str
     busy: bool = False  # a staged day the sweep is in the middle of: must not change
+
+
+#: What a ``SearchTerm`` looks for: one word, words in a row, or the start of a word.
+SearchKind = Literal["term", "phrase", "prefix"]
+
+
+class SearchTerm(msgspec.Struct, frozen=True):
+    """One thing a search looks for, as plain text (never search syntax: each store
+    renders it safely, whatever it holds).
+
+    ``text``: a word (``term``), words that must appear in this order (``phrase``, one
+    space between them), or the start of a word (``prefix``), lower-cased as the index
+    holds them. ``weight``: what a match of it counts for, as a multiplier of the store's
+    relevance score for this term alone."""
+
+    text: str
+    kind: SearchKind = "term"
+    weight: float = 1.0
+
+
+class SearchQuery(msgspec.Struct, frozen=True):
+    """A search, the same for every backend: ``core.query`` builds it from a question and
+    each Store renders it (FTS5 on SQLite, a tsquery on PostgreSQL). It finds the rows
+    holding any (``require="any"``) or all of ``terms``; with no terms, nothing."""
+
+    terms: tuple[SearchTerm, ...] = ()
+    require: Literal["any", "all"] = "any"
 
 
 class RecallStat(msgspec.Struct, frozen=True):

@@ -1,13 +1,15 @@
-"""Natural-language query analysis: what an owner or agent types -> FTS5 search terms.
+"""Natural-language query analysis: what an owner or agent types -> a ``SearchQuery``.
 
-Queries are questions ("when did I buy my bike?"), never search syntax: every term is
-quoted as an FTS5 string, so ``AND``, ``NEAR``, ``:``, parentheses or quotes in the input
-are plain words or separators and no expression built here can be rejected. What the
-input may say on purpose is honoured: a "double-quoted" or 'single-quoted' phrase (a
-title, a name) is also searched as a phrase, and ``word*`` as a prefix. Stop words
-(how a question is asked, not what it is about) are dropped; the irregular forms of a
-verb ("buy": "bought") are searched too, at ``VARIANT_WEIGHT``. Terms are OR-ed: a row
-holding more of them, and rarer ones, ranks higher (bm25).
+Queries are questions ("when did I buy my bike?"), never search syntax: the words of
+the input become ``SearchTerm`` records holding plain text, which each store renders
+safely for its own index (``stores.sqlite_fts`` for FTS5), so ``AND``, ``NEAR``, ``:``,
+parentheses or quotes in the input are plain words or separators and no query built here
+can be rejected. What the input may say on purpose is honoured: a "double-quoted" or
+'single-quoted' phrase (a title, a name) is also searched as a phrase, and ``word*`` as a
+prefix. Stop words (how a question is asked, not what it is about) are dropped; the
+irregular forms of a verb ("buy": "bought") and its synonyms are searched too, at
+``VARIANT_WEIGHT``. Any term may match: a row holding more of them, and rarer ones, ranks
+higher (bm25).
 
 Scale: bm25 costs about a microsecond per matching row, and FTS5 computes a term's idf by
 reading every posting of it, so a term found in a million rows would make every recall
@@ -36,11 +38,12 @@ from typing import Literal
 from tether.core import cjk
 from tether.core.inflections import forms
 from tether.core.synonyms import synonyms
+from tether.records import SearchQuery, SearchTerm
 
 #: Distinct words kept from one query: a pasted 10 KB text still searches quickly.
 MAX_TERMS = 32
 #: Longer "words" (hashes, base64, unspaced scripts) are dropped: nobody types them to
-#: find a turn, and FTS5 would only ever match them exactly.
+#: find a turn, and the index would only ever match them exactly.
 MAX_TERM_CHARS = 64
 #: Rows a ranked search may score (see the module docstring); about 5 ms at 2M rows.
 DEFAULT_BUDGET = 4000
@@ -56,8 +59,8 @@ PREFIX_MIN = 3
 MAX_PHRASES = 4
 MAX_PHRASE_WORDS = 8
 
-# Python's \w minus "_": FTS5's unicode61 tokenizer treats "_" as a separator, so a term
-# never straddles what the index sees as two tokens.
+# Python's \w minus "_": the index's tokenizer (FTS5's unicode61) treats "_" as a
+# separator, so a term never straddles what the index sees as two tokens.
 _WORD = re.compile(r"[^\W_]+")
 #: Characters inside one pair of quotes: a longer span is no title (and a bound keeps an
 #: unclosed quote in a pasted 10 KB text from making the search for its end quadratic).
@@ -94,8 +97,8 @@ def terms(text: str, *, max_terms: int = MAX_TERMS) -> tuple[str, ...]:
     first-appearance order, at most ``max_terms``.
 
     Stop words and duplicates are compared casefolded ("Straße" = "STRASSE"), but the term
-    kept is only lower-cased: FTS5 lower-cases what it indexes and would not find "strasse"
-    in "straße".
+    kept is only lower-cased: the index lower-cases what it holds and would not find
+    "strasse" in "straße".
     """
     return tuple(word for word, _ in _words(text, max_terms))
 
@@ -118,58 +121,40 @@ def _words(text: str, max_terms: int) -> list[tuple[str, bool]]:
     return out
 
 
-def quote(term: str, *, prefix: bool = False) -> str:
-    """``term`` as an FTS5 string (``"`` doubled), optionally a prefix query (``"term"*``)."""
-    quoted = '"' + term.replace('"', '""') + '"'
-    return quoted + "*" if prefix else quoted
-
-
-def _quoted(words: Sequence[str], prefix_min: int | None) -> list[str]:
-    return [quote(w, prefix=prefix_min is not None and len(w) >= prefix_min) for w in words]
-
-
-def any_of(words: Sequence[str], *, prefix_min: int | None = None) -> str:
-    """OR of the quoted words (bm25 then favours rows holding more, and rarer, of them).
+def plain(
+    text: str, *, prefix_min: int | None = None, max_terms: int = MAX_TERMS
+) -> SearchQuery | None:
+    """Any of the words of ``text`` (``terms``), nothing else; None when nothing
+    searchable is left.
 
     ``prefix_min``: words at least this long also match as prefixes. Off by default: the
     index stems English (porter), which already folds "adopted" into "adopt".
     """
-    if not words:
-        raise ValueError("any_of needs at least one word")
-    return " OR ".join(_quoted(words, prefix_min))
-
-
-def all_of(words: Sequence[str], *, prefix_min: int | None = None) -> str:
-    """AND of the quoted words."""
-    if not words:
-        raise ValueError("all_of needs at least one word")
-    return " AND ".join(_quoted(words, prefix_min))
-
-
-def match_expression(
-    text: str, *, prefix_min: int | None = None, max_terms: int = MAX_TERMS
-) -> str | None:
-    """The plain OR expression for ``text``, or None when nothing searchable is left."""
     words = terms(text, max_terms=max_terms)
-    return any_of(words, prefix_min=prefix_min) if words else None
+    if not words:
+        return None
+    return SearchQuery(
+        tuple(
+            SearchTerm(w, "prefix" if prefix_min is not None and len(w) >= prefix_min else "term")
+            for w in words
+        )
+    )
 
 
-@dataclass(frozen=True)
-class Term:
-    """One thing to search for. ``expr``: its FTS5 expression (a quoted word, phrase or
-    prefix); ``word``: the single word it stands for, which ``bonus`` can look for in a
-    row's text (None for phrases and prefixes); ``weight``: its share of a score."""
-
-    expr: str
-    word: str | None
-    weight: float = 1.0
+def word_of(term: SearchTerm) -> str | None:
+    """The single word ``term`` stands for, which ``bonus`` can look for in a row's text:
+    None for phrases, prefixes and CJK pieces (no word boundaries to look for)."""
+    if term.kind != "term" or cjk.has_cjk(term.text):
+        return None
+    return term.text
 
 
-def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
-    """The terms of a question: its words (``terms``), ``word*`` prefixes, quoted phrases
-    and the irregular forms of its verbs; () when nothing searchable is left."""
+def analyse(text: str, *, max_terms: int = MAX_TERMS) -> SearchQuery:
+    """Any of the terms of a question: its words (``terms``), ``word*`` prefixes, quoted
+    phrases, the pairs and characters of its CJK runs, and the irregular forms and
+    synonyms of its verbs; no terms when nothing searchable is left."""
     words = _words(text, max_terms)
-    out: list[Term] = []
+    out: list[SearchTerm] = []
     seen: set[str] = set()
     for w, prefix in words:
         if cjk.has_cjk(w):
@@ -179,18 +164,17 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
             for piece, weight in _cjk_pieces(w):
                 if piece not in seen and len(out) < max_terms:
                     seen.add(piece)
-                    word = None if cjk.has_cjk(piece) else piece
-                    out.append(Term(quote(piece), word, weight))
+                    out.append(SearchTerm(piece, "term", weight))
             continue
         seen.add(w)
-        out.append(Term(quote(w, prefix=True), None) if prefix else Term(quote(w), w))
+        out.append(SearchTerm(w, "prefix" if prefix else "term"))
     phrases = 0
     for inside in _phrases(text):
         inner = [w.lower() for w in _WORD.findall(inside) if len(w) <= MAX_TERM_CHARS]
         phrase = " ".join(inner[:MAX_PHRASE_WORDS])
         if len(inner) >= 2 and phrase not in seen:
             seen.add(phrase)
-            out.append(Term(quote(phrase), None))
+            out.append(SearchTerm(phrase, "phrase"))
             phrases += 1
             if phrases >= MAX_PHRASES:
                 break
@@ -202,8 +186,8 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> tuple[Term, ...]:
             # A synonym may be a stop word ("got"): the group says it means the act here.
             if form not in seen and (form not in STOP_WORDS or form in others):
                 seen.add(form)
-                out.append(Term(quote(form), form, VARIANT_WEIGHT))
-    return tuple(out)
+                out.append(SearchTerm(form, "term", VARIANT_WEIGHT))
+    return SearchQuery(tuple(out))
 
 
 def _cjk_pieces(word: str) -> list[tuple[str, float]]:
@@ -280,21 +264,21 @@ def bonus(text: str, also: Sequence[tuple[str, float]]) -> float:
 class Attempt:
     """One search to run.
 
-    ``rank``: every row any of ``ranked`` finds, scored by the sum over them of the term's
-    bm25 times its multiplier. ``newest``: the newest rows ``match`` finds, among the last
-    ``within`` indexed rows (None: all), in index order, unscored. ``also``: words with
-    their weights that add to the score of what was found (see ``bonus``).
+    ``rank``: every row any term of ``query`` finds, scored by the sum over its terms of
+    their bm25 times their weight (``Store.search_terms``). ``newest``: the newest rows
+    ``query`` finds, among the last ``within`` indexed rows (None: all), in index order,
+    unscored (``Store.newest``). ``also``: words with their weights that add to the score
+    of what was found (see ``bonus``).
     """
 
     mode: Literal["rank", "newest"]
-    ranked: tuple[tuple[str, float], ...] = ()
-    match: str = ""
+    query: SearchQuery
     also: tuple[tuple[str, float], ...] = ()
     within: int | None = None
 
 
 def plan(
-    query: Sequence[Term],
+    query: SearchQuery,
     counts: Sequence[int],
     *,
     budget: int = DEFAULT_BUDGET,
@@ -302,7 +286,7 @@ def plan(
 ) -> tuple[Attempt, ...]:
     """Searches to try in order until one finds something; () when nothing can match.
 
-    ``counts[i]`` is how many rows ``query[i]`` matches (capped anywhere above
+    ``counts[i]`` is how many rows ``query.terms[i]`` matches (capped anywhere above
     ``budget``); ``total`` is how many rows the index holds. Terms that match nothing are
     dropped. The rarest terms whose counts add up to at most ``budget`` are ranked
     together, each bm25 rescaled to Lucene's idf times the term's weight; the commoner
@@ -310,7 +294,8 @@ def plan(
     holding all terms are taken (within the last ``WITHIN_BUDGETS * budget`` rows), else
     the newest holding any; every word is ``also``.
     """
-    if len(query) != len(counts):
+    terms = query.terms
+    if len(terms) != len(counts):
         raise ValueError("one count per term")
     if budget < 1:
         raise ValueError("budget must be at least 1")
@@ -327,33 +312,35 @@ def plan(
 
     def also(indexes: Sequence[int]) -> tuple[tuple[str, float], ...]:
         return tuple(
-            (word, query[i].weight * idf(counts[i], total))
+            (word, terms[i].weight * idf(counts[i], total))
             for i in sorted(indexes)
-            if (word := query[i].word) is not None
+            if (word := word_of(terms[i])) is not None
         )
 
     if chosen:
         scaled = tuple(
-            (
-                query[i].expr,
-                query[i].weight * idf(counts[i], total) / fts5_idf(counts[i], total),
+            SearchTerm(
+                terms[i].text,
+                terms[i].kind,
+                terms[i].weight * idf(counts[i], total) / fts5_idf(counts[i], total),
             )
             for i in sorted(chosen)
         )
-        return (Attempt("rank", ranked=scaled, also=also([i for _, i in live[len(chosen) :]])),)
+        rest = also([i for _, i in live[len(chosen) :]])
+        return (Attempt("rank", SearchQuery(scaled), also=rest),)
     order = sorted(i for _, i in live)
-    everything = [query[i].expr for i in order if query[i].weight >= 1]
+    everything = tuple(terms[i] for i in order if terms[i].weight >= 1)
     if not everything:
-        everything = [query[i].expr for i in order]
+        everything = tuple(terms[i] for i in order)
     attempts: list[Attempt] = []
     if len(everything) > 1:
         attempts.append(
             Attempt(
                 "newest",
-                match=" AND ".join(everything),
+                SearchQuery(everything, require="all"),
                 also=also(order),
                 within=WITHIN_BUDGETS * budget,
             )
         )
-    attempts.append(Attempt("newest", match=" OR ".join(everything), also=also(order)))
+    attempts.append(Attempt("newest", SearchQuery(everything), also=also(order)))
     return tuple(attempts)

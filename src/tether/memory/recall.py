@@ -1,12 +1,13 @@
 """``recall``: search memory with a question; what the agent's tool and the CLI both run.
 
-The question is analysed by ``tether.core.query`` (plain words, phrases, prefixes and
-verb forms, never search syntax), the store counts how many rows each term matches, and
-``query.plan`` decides what to rank so a recall stays fast on millions of rows. A period
-the question names ("last week", "in March": ``core.periods``, relative to ``time``)
-lifts what was written in it. ``core.ranking`` weighs the owner's words above replies and
-tool output and folds rows into one hit per (session, turn). Every hit returned is logged
-in the recalls log (counts and last found times survive a re-index).
+The question is analysed by ``tether.core.query`` into a ``SearchQuery`` (plain words,
+phrases, prefixes and verb forms, never search syntax: the store renders it for its
+index), the store counts how many rows each term matches, and ``query.plan`` decides
+what to rank so a recall stays fast on millions of rows. A period the question names
+("last week", "in March": ``core.periods``, relative to ``time``) lifts what was written
+in it. ``core.ranking`` weighs the owner's words above replies and tool output and folds
+rows into one hit per (session, turn). Every hit returned is logged in the recalls log
+(counts and last found times survive a re-index).
 
 Identity entries (memory.md) and the sweep's active facts are searched too, as kinds
 ``identity`` and ``fact``: a recall first brings their index rows in step (a cheap check
@@ -31,7 +32,7 @@ from tether.errors import BadInputError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
 from tether.ports import Store, SweepStore
-from tether.records import Hit
+from tether.records import Hit, SearchQuery
 from tether.scan.allow import home_allow
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
@@ -58,7 +59,7 @@ class SessionHit(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class _Question:
-    terms: tuple[query.Term, ...]
+    query: SearchQuery
     counts: tuple[int, ...]  # rows each term matches, capped at budget + 1
     period: periods.Period | None
 
@@ -72,9 +73,9 @@ def _question(store: Store, text: str, time: datetime, budget: int) -> _Question
     if period is not None and STRIP_PERIOD:
         rest = periods.without(text, period)
         text = rest if query.terms(rest) else text
-    terms = query.analyse(text)
-    counts = store.count_matches([t.expr for t in terms], budget + 1)
-    return _Question(terms, tuple(counts), period)
+    analysed = query.analyse(text)
+    counts = store.count_matches([SearchQuery((t,)) for t in analysed.terms], budget + 1)
+    return _Question(analysed, tuple(counts), period)
 
 
 def _turns(
@@ -83,11 +84,11 @@ def _turns(
     """Turns (and notes, pages) for ``q``, best first; replies and tool output weigh
     ``aside`` beside the owner's words."""
     total = store.row_count()
-    for attempt in query.plan(q.terms, q.counts, budget=budget, total=total):
+    for attempt in query.plan(q.query, q.counts, budget=budget, total=total):
         if attempt.mode == "newest":
-            found = store.newest(attempt.match, NEWEST_POOL, within=attempt.within)
+            found = store.newest(attempt.query, NEWEST_POOL, within=attempt.within)
         else:
-            found = store.search_terms(attempt.ranked, pool, aside=aside)
+            found = store.search_terms(attempt.query, pool, aside=aside)
         if found:
             return ranking.fold(found, attempt.also, q.period, ranking.PERIOD_BOOST, aside=aside)
     return []

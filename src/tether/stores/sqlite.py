@@ -49,6 +49,7 @@ from tether.records import (
     Note,
     Page,
     RecallStat,
+    SearchQuery,
     TextCell,
 )
 from tether.stores import sqlite_cells as cells
@@ -346,30 +347,28 @@ class SqliteStore(SqliteFile):
             mirror.replace_facts(c, facts, stamp)
         return True
 
-    # -- search (the SQL is in ``sqlite_search``) ----------------------------------------
+    # -- search (the SQL is in ``sqlite_search``, the FTS5 syntax in ``sqlite_fts``) -------
 
-    def search(self, match: str, k: int) -> list[Hit]:
-        with self._read("searching (bad FTS expression?)") as c:
-            return fts.search(c, match, k)
+    def search(self, query: SearchQuery, k: int) -> list[Hit]:
+        with self._read("searching") as c:
+            return fts.search(c, query, k)
 
-    def search_terms(
-        self, terms: Sequence[tuple[str, float]], k: int, *, aside: float
-    ) -> list[Found]:
-        with self._read("searching (bad FTS expression?)") as c:
-            return fts.search_terms(c, terms, k, aside=aside)
+    def search_terms(self, query: SearchQuery, k: int, *, aside: float) -> list[Found]:
+        with self._read("searching") as c:
+            return fts.search_terms(c, query, k, aside=aside)
 
-    def newest(self, match: str, k: int, *, within: int | None = None) -> list[Found]:
-        with self._read("searching (bad FTS expression?)") as c:
-            return fts.newest(c, match, k, within=within)
+    def newest(self, query: SearchQuery, k: int, *, within: int | None = None) -> list[Found]:
+        with self._read("searching") as c:
+            return fts.newest(c, query, k, within=within)
 
     def row_count(self) -> int:
         with self._read("counting indexed rows") as c:
             row = c.execute("SELECT value FROM stat WHERE name = 'doc_rows'").fetchone()
         return int(row[0])
 
-    def count_matches(self, matches: Sequence[str], cap: int) -> list[int]:
-        with self._read("counting matches (bad FTS expression?)") as c:
-            return fts.count_matches(c, matches, cap)
+    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+        with self._read("counting matches") as c:
+            return fts.count_matches(c, queries, cap)
 
     # -- journal and recalls -----------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The SQL of searching the embedded store's FTS5 index (``SqliteStore`` runs it under its
-lock and turns SQLite errors into ``StoreError``). bm25 is lower-is-better: every score
-handed out is ``-bm25`` (or a weighted sum of them), higher is better."""
+lock and turns SQLite errors into ``StoreError``). Queries arrive as ``SearchQuery``
+records and are rendered by ``sqlite_fts``. bm25 is lower-is-better: every score handed
+out is ``-bm25`` (or a weighted sum of them), higher is better."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tether.records import Found, Hit
+from tether.records import Found, Hit, SearchQuery
+from tether.stores import sqlite_fts
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICRO = timedelta(microseconds=1)
@@ -31,9 +33,12 @@ def _positive(k: int) -> None:
         raise ValueError("k must be at least 1")
 
 
-def search(c: sqlite3.Connection, match: str, k: int) -> list[Hit]:
-    """bm25 (both columns alike) of one match expression, best first."""
+def search(c: sqlite3.Connection, query: SearchQuery, k: int) -> list[Hit]:
+    """bm25 (both columns alike, term weights unused) of the whole query, best first."""
     _positive(k)
+    match = sqlite_fts.expression(query)
+    if match is None:
+        return []
     # bm25() ordered by SQLite's sorter measured ~20% faster than FTS5's own ORDER BY
     # rank on this workload.
     rows = c.execute(
@@ -46,26 +51,32 @@ def search(c: sqlite3.Connection, match: str, k: int) -> list[Hit]:
     return [_hit(r) for r in rows]
 
 
-def search_terms(
-    c: sqlite3.Connection, terms: Sequence[tuple[str, float]], k: int, *, aside: float
-) -> list[Found]:
-    """The ``k`` best rows by the sum over ``terms`` of multiplier x field-weighted bm25.
+def search_terms(c: sqlite3.Connection, query: SearchQuery, k: int, *, aside: float) -> list[Found]:
+    """The ``k`` best rows by the sum over the query's terms of weight x field-weighted
+    bm25 (rows holding every term only, when the query requires all).
 
     One FTS5 query per term: bm25 of a one-term query is that term's share of an OR
     query's, so the sum is bm25 with a weight per term.
     """
     _positive(k)
+    terms = query.terms
     if not terms:
         return []
     params: list[object] = []
-    for expression, multiplier in terms:
-        params += [multiplier, aside, expression]
-    params.append(k)
+    for t in terms:
+        params += [t.weight, aside, sqlite_fts.term(t)]
     if len(terms) == 1:  # (a lone subquery would be flattened into the GROUP BY)
         ranked = f"{_ONE_TERM} ORDER BY s LIMIT ?"
     else:
         union = " UNION ALL ".join([_ONE_TERM] * len(terms))
-        ranked = f"SELECT id, sum(s) AS s FROM ({union}) GROUP BY id ORDER BY s LIMIT ?"
+        # Each term's subquery yields a row at most once: a row holding every term is
+        # there once per term.
+        having = ""
+        if query.require == "all":
+            having = " HAVING count(*) = ?"
+            params.append(len(terms))
+        ranked = f"SELECT id, sum(s) AS s FROM ({union}) GROUP BY id{having} ORDER BY s LIMIT ?"
+    params.append(k)
     rows = c.execute(
         f"SELECT {_FOUND_COLUMNS}, f.s FROM ({ranked}) AS f"
         " JOIN doc AS d ON d.id = f.id ORDER BY f.s, d.id",
@@ -74,9 +85,14 @@ def search_terms(
     return [_found(r) for r in rows]
 
 
-def newest(c: sqlite3.Connection, match: str, k: int, *, within: int | None = None) -> list[Found]:
-    """The ``k`` most recently indexed rows ``match`` finds (among the last ``within``)."""
+def newest(
+    c: sqlite3.Connection, query: SearchQuery, k: int, *, within: int | None = None
+) -> list[Found]:
+    """The ``k`` most recently indexed rows ``query`` finds (among the last ``within``)."""
     _positive(k)
+    match = sqlite_fts.expression(query)
+    if match is None:
+        return []
     floor = 0
     if within is not None:
         top = c.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()[0]
@@ -92,17 +108,20 @@ def newest(c: sqlite3.Connection, match: str, k: int, *, within: int | None = No
     return [_found(r) for r in rows]
 
 
-def count_matches(c: sqlite3.Connection, matches: Sequence[str], cap: int) -> list[int]:
-    """Rows each expression matches, counting no further than ``cap``."""
-    return [
-        int(
-            c.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ? LIMIT ?)",
-                (m, cap),
-            ).fetchone()[0]
-        )
-        for m in matches
-    ]
+def count_matches(c: sqlite3.Connection, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+    """Rows each query matches, counting no further than ``cap``."""
+    return [_count(c, sqlite_fts.expression(q), cap) for q in queries]
+
+
+def _count(c: sqlite3.Connection, match: str | None, cap: int) -> int:
+    if match is None:
+        return 0
+    return int(
+        c.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ? LIMIT ?)",
+            (match, cap),
+        ).fetchone()[0]
+    )
 
 
 def unindex(c: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
