@@ -1,0 +1,358 @@
+"""The rules of the house (``docs/architecture.md``, "The rules"), checked on the code.
+
+Each rule is read off ``src/tether`` with ``ast``: every import (module level, inside a
+function, under ``TYPE_CHECKING``), every class, every string constant. A rule that fails
+names the file, the line and what it broke. The checkers are plain functions over source
+text, so the last tests feed them each back door the house once had and check that it is
+caught: a rule that cannot fail proves nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+# -- the layers --------------------------------------------------------------------------
+#
+# A part is a top-level module of the package (``errors``) or a folder (``memory``). Each
+# may import its own modules and the parts listed for it here, nothing else: a part that is
+# not listed for another sits above it, or beside it, and must be reached through a port or
+# from the composition root. Read bottom-up, each line only adds to the lines above it.
+
+VOCABULARY = frozenset({"errors", "faults", "records", "ids"})
+FOUNDATION = VOCABULARY | {"config", "files"}
+ADAPTER_BASE = FOUNDATION | {"core", "scan", "ports"}
+SERVICE_BASE = ADAPTER_BASE | {"sessions", "harnesses"}
+
+ALLOWED: dict[str, frozenset[str]] = {
+    # vocabulary and foundation: no I/O of their own but reading a file they are given
+    "errors": frozenset(),
+    "faults": frozenset(),
+    "records": frozenset(),
+    "ids": frozenset({"errors"}),
+    "config": frozenset({"errors"}),
+    "files": frozenset({"errors", "records"}),
+    # pure logic: vocabulary only (no fault points, no config, no files)
+    "core": frozenset({"errors", "records", "ids"}),
+    "scan": frozenset({"errors", "records", "ids", "core"}),
+    # every Protocol, over the vocabulary
+    "ports": frozenset({"records", "core"}),
+    # adapters: I/O and nothing clever; never each other
+    "sessions": ADAPTER_BASE,
+    "stores": ADAPTER_BASE,
+    "llm": ADAPTER_BASE,
+    "harnesses": ADAPTER_BASE,
+    # services over the ports: memory, the sweep, checkpoints, views, taint
+    "home": FOUNDATION,
+    "broker": ADAPTER_BASE,
+    "memory": SERVICE_BASE,
+    "checkpoint": SERVICE_BASE,
+    "sweep": SERVICE_BASE,
+    "views": SERVICE_BASE,
+    "tools": SERVICE_BASE | {"memory", "checkpoint", "broker"},
+    # use-cases: a turn, an import, scheduled work
+    "agent": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools"},
+    "imports": SERVICE_BASE | {"memory"},
+    "scheduler": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools", "agent"},
+    # the one composition root: may build every adapter and service
+    "daemon": SERVICE_BASE
+    | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
+    | {"agent", "imports", "scheduler"},
+    # the command line: parse, call, print (sync commands use the store directly)
+    "cli": SERVICE_BASE
+    | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
+    | {"agent", "imports", "scheduler", "daemon"},
+    # public fakes for tests; production never imports them (one exception below)
+    "testing": frozenset({"errors", "records", "core"}),
+    # the files `tether init` copies (package data; no code)
+    "starter": frozenset(),
+    "__init__": frozenset(),
+}
+
+#: The only production import of ``tether.testing``: ``tether fake-llm`` serves the fake.
+TESTING_IMPORTERS = frozenset({"tether.cli.commands_llm"})
+
+#: Standard-library modules that do I/O or read the clock: ``core/`` imports none of them.
+IMPURE = frozenset(
+    {
+        "asyncio",
+        "fcntl",
+        "http",
+        "io",
+        "logging",
+        "os",
+        "pathlib",
+        "random",
+        "secrets",
+        "shutil",
+        "signal",
+        "socket",
+        "sqlite3",
+        "subprocess",
+        "sys",
+        "tempfile",
+        "threading",
+        "time",
+        "urllib",
+        "uuid",
+        "httpx",
+    }
+)
+#: Calls that read the wall clock.
+CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "monotonic", "perf_counter"})
+
+#: The only files whose SQL may name the sweep's tables (``sweep_owner``, ``sweep_fact`` ...):
+#: the sweep store, ``stores/sqlite_sweep*.py``.
+SWEEP_SQL_PREFIX = "stores/sqlite_sweep"
+_SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|FROM|JOIN|ALTER)\b")
+_SWEEP_TABLE = re.compile(r"\bsweep_[a-z_]+\b")
+
+#: Composition happens in one place: these are constructed only in ``daemon/compose.py``.
+COMPOSED_ONLY_IN_ROOT = frozenset({"Runner"})
+ROOT = "daemon/compose.py"
+
+
+@dataclass(frozen=True)
+class Broken:
+    file: str
+    line: int
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.rule}"
+
+
+def module_name(rel: str) -> str:
+    """``memory/recall.py`` -> ``tether.memory.recall``; a package's ``__init__`` is the package."""
+    parts = rel.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["tether", *parts])
+
+
+def part_of(module: str) -> str:
+    """The part a module of tether belongs to: its first name below ``tether``."""
+    names = module.split(".")
+    return names[1] if len(names) > 1 else "__init__"
+
+
+def imported(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Every tether module ``tree`` imports, with its line (``from tether import files``
+    imports ``tether.files``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("tether."):
+                    yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "tether":
+                for alias in node.names:
+                    yield node.lineno, f"tether.{alias.name}"
+            elif node.module.startswith("tether."):
+                yield node.lineno, node.module
+
+
+def layering(rel: str, source: str) -> list[Broken]:
+    """The imports of one file that the layers do not allow."""
+    me = module_name(rel)
+    mine = part_of(me)
+    allowed = ALLOWED.get(mine)
+    if allowed is None:
+        return [Broken(rel, 1, f"part {mine!r} is not in the house's layers (tests/test_house.py)")]
+    broken = []
+    for line, target in imported(ast.parse(source)):
+        theirs = part_of(target)
+        if theirs == mine:
+            continue
+        if theirs == "testing" and me in TESTING_IMPORTERS:
+            continue
+        if theirs not in allowed:
+            broken.append(Broken(rel, line, f"{mine} may not import {theirs} ({target})"))
+    return broken
+
+
+def purity(rel: str, source: str) -> list[Broken]:
+    """I/O modules and clock reads in a ``core/`` file."""
+    if not rel.startswith("core/"):
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names]
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] if node.level == 0 else []
+            for name in names:
+                if name.split(".")[0] in IMPURE:
+                    broken.append(Broken(rel, node.lineno, f"core/ is pure: it imports {name}"))
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in CLOCK_CALLS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in {"datetime", "date", "time"}
+        ):
+            call = f"{node.func.value.id}.{node.func.attr}()"
+            broken.append(Broken(rel, node.lineno, f"core/ never reads the clock: {call}"))
+    return broken
+
+
+def protocols(rel: str, source: str) -> list[Broken]:
+    """A ``Protocol`` defined anywhere but ``ports.py``."""
+    if rel == "ports.py":
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
+                if name == "Protocol":
+                    broken.append(
+                        Broken(rel, node.lineno, f"Protocol {node.name} belongs in ports.py")
+                    )
+    return broken
+
+
+def sweep_sql(rel: str, source: str) -> list[Broken]:
+    """SQL that names a sweep table outside the sweep store."""
+    if rel.startswith(SWEEP_SQL_PREFIX):
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if _SQL.search(text) and (table := _SWEEP_TABLE.search(text)):
+                rule = f"SQL naming the sweep's table {table.group()} outside the sweep store"
+                broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+def composition(rel: str, source: str) -> list[Broken]:
+    """A composed object built outside the composition root."""
+    if rel == ROOT:
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else None
+            if name in COMPOSED_ONLY_IN_ROOT:
+                rule = f"{name} is built only in {ROOT}"
+                broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+CHECKS = (layering, purity, protocols, sweep_sql, composition)
+
+
+def sources() -> list[tuple[str, str]]:
+    return [
+        (path.relative_to(SRC).as_posix(), path.read_text(encoding="utf-8"))
+        for path in sorted(SRC.rglob("*.py"))
+    ]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=[c.__name__ for c in CHECKS])
+def test_the_code_keeps_the_rules_of_the_house(check: object) -> None:
+    assert callable(check)
+    broken = [str(b) for rel, source in sources() for b in check(rel, source)]
+    assert not broken, "\n".join(broken)
+
+
+def test_every_part_of_the_package_has_its_layer() -> None:
+    parts = {part_of(module_name(rel)) for rel, _ in sources()}
+    assert parts == set(ALLOWED), (parts - set(ALLOWED), set(ALLOWED) - parts)
+
+
+# -- each back door the house once had is caught -----------------------------------------
+
+BACK_DOORS = [
+    # a memory module reaching into the sweep package instead of a shared room
+    (layering, "memory/secret_scan.py", "from tether.sweep import redaction\n", 1),
+    # pure logic importing the ports (ports and core formed a loop)
+    (layering, "core/ranking.py", "from tether.ports import Found\n", 1),
+    # production code importing the test helpers for a crash point
+    (layering, "agent/turn.py", "from tether.testing.crash import crash_point\n", 1),
+    # a session adapter calling the indexer (sessions imported memory)
+    (layering, "sessions/importer.py", "from tether.memory.indexer import index_all\n", 1),
+    # an adapter reaching another adapter
+    (layering, "sessions/session.py", "from tether.stores import open_store\n", 1),
+    # a use-case opening a concrete store instead of taking the port
+    (layering, "imports/jsonl.py", "def f():\n    from tether.stores import open_store\n", 2),
+    # a test-only import hidden under TYPE_CHECKING still counts
+    (
+        layering,
+        "sweep/runner.py",
+        "if TYPE_CHECKING:\n    from tether.testing import FakeLlama\n",
+        2,
+    ),
+    # core doing I/O or reading the clock
+    (purity, "core/periods.py", "import os\n", 1),
+    (purity, "core/cron.py", "from datetime import datetime\nx = datetime.now()\n", 2),
+    # a Protocol outside ports.py
+    (protocols, "llm/types.py", "from typing import Protocol\nclass Llm(Protocol):\n    pass\n", 2),
+    # the main store's adapter reading the sweep's tables
+    (
+        sweep_sql,
+        "stores/sqlite_mirror.py",
+        'Q = "SELECT id, text FROM sweep_fact WHERE active = 1"\n',
+        1,
+    ),
+    # the CLI assembling the sweep's runner
+    (composition, "cli/commands_sweep.py", "runner = Runner(store, producer)\n", 1),
+]
+
+
+@pytest.mark.parametrize(("check", "rel", "source", "line"), BACK_DOORS)
+def test_each_old_back_door_breaks_a_rule(check: object, rel: str, source: str, line: int) -> None:
+    assert callable(check)
+    broken = check(rel, source)
+    assert [(b.file, b.line) for b in broken] == [(rel, line)], broken
+
+
+def test_what_the_house_allows_is_not_flagged() -> None:
+    """The same checkers pass what the rules allow, so they do not flag everything."""
+    assert layering("memory/recall.py", "from tether.ports import Store\n") == []
+    assert layering("cli/commands_llm.py", "from tether.testing.fake_llama import x\n") == []
+    assert purity("core/cron.py", "from datetime import datetime\nx = datetime(2026, 1, 1)\n") == []
+    assert sweep_sql("stores/sqlite_sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
+    assert sweep_sql("stores/sqlite.py", '"""Facts mirrored from sweep_fact."""\n') == []
+    assert composition(ROOT, "runner = Runner(store, producer)\n") == []
+
+
+# -- the architecture page lists every module --------------------------------------------
+
+_LISTED = re.compile(r"^\s*-\s+`([a-z_/]+\.py)`", re.MULTILINE)
+
+
+def _holds_code(source: str) -> bool:
+    """A package ``__init__`` that defines something (not only a docstring and re-exports)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Assign) and all(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            continue
+        return True
+    return False
+
+
+def test_the_architecture_page_lists_every_module() -> None:
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Every module", 1)
+    assert len(section) == 2, "docs/architecture.md has no '## Every module' section"
+    listed = set(_LISTED.findall(section[1].split("\n## ", 1)[0]))
+    modules = {
+        rel for rel, source in sources() if not rel.endswith("__init__.py") or _holds_code(source)
+    }
+    assert not modules - listed, f"missing from docs/architecture.md: {sorted(modules - listed)}"
+    assert not listed - modules, f"listed but gone: {sorted(listed - modules)}"
