@@ -7,15 +7,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import msgspec
 
 from tether.config import Config, load_config
 from tether.home import resolve_home
-from tether.ports import Store, SweepStore
-from tether.scan.allow import ALLOW_FILE, load_allow_file
-from tether.scan.screen import Screened, screen
+
+if TYPE_CHECKING:  # every command imports this module: what only some need loads on use
+    from tether.ports import Store, SweepStore
+    from tether.scan.screen import Screened
 
 
 @dataclass
@@ -57,6 +59,9 @@ class Context:
         """``text`` on its way into durable memory: refused (exit 2) when it holds a
         secret the home's allow-list does not allow, or, with ``redact``, redacted with
         a line on stderr saying so."""
+        from tether.scan.allow import ALLOW_FILE, load_allow_file
+        from tether.scan.screen import screen
+
         path = self.home / ALLOW_FILE
         out = screen(
             text,

@@ -51,6 +51,63 @@ MEMORY_COMMANDS: Mapping[str, str] = {
 }
 
 
+#: What ``--help`` lists for each command before its module is imported: the first
+#: paragraph of its help, which click shortens to the terminal the same way. So ``tether
+#: --help`` imports no command module (tests/test_cli_foundation.py checks these against
+#: the commands and the output against the help with every module imported).
+SUMMARIES: Mapping[str, str] = {
+    "chat": "Chat with the agent. With TEXT, one turn; without, a REPL (Ctrl-D or /exit ends it).",
+    "compile-context": (
+        "Compile the owner's world-visible pages into a context file another harness loads."
+    ),
+    "config": "Inspect the configuration.",
+    "demo": (
+        "Watch tether work with no server: owner turns, a memory edit, compaction into epoch 1,"
+        " a heartbeat on the background slot, and a recall from epoch 0 (needs tether[local];"
+        " well under a minute)."
+    ),
+    "doctor": (
+        "Check the inference backend: model, per-slot context, whether it answers. Exits 1 when"
+        " the backend is unusable."
+    ),
+    "fake-llm": (
+        "Run a fake llama-server (slots, cache accounting, context-full errors) for trying"
+        " tether with no model. Replies are deterministic echoes unless scripted."
+    ),
+    "init": "Create the home with tether.toml and the starter prompts (never overwrites).",
+    "jobs": "Cron jobs: <home>/jobs/<name>.toml, run by `tether serve`.",
+    "owner": "Owners of memory: zone, generations, deletion.",
+    "page": (
+        "Memory pages: longer notes under a slug (people/ada), found by recall and read by the"
+        " agent with page_read tether://SLUG."
+    ),
+    "serve": (
+        "Run the daemon: owns inference, the busy set and the slot gates; answers a local API on"
+        " <home>/run/tether.sock. Stop it with Ctrl-C or SIGTERM."
+    ),
+    "session": "Inspect sessions.",
+    "sessions": "Bring sessions in from elsewhere.",
+    "sweep": "The daily memory sweep.",
+}
+MEMORY_SUMMARIES: Mapping[str, str] = {
+    "add": "Add an identity entry (lands in each session's baseline at its next epoch).",
+    "journal": "Every memory write: when, who, from which session, before and after.",
+    "note": "Write a trusted note (found by recall; the tiering job may promote it).",
+    "recall": "Search memory (every epoch of every session, notes, pages, identity, facts).",
+    "reindex": "Drop the index of session logs and build it again from the files.",
+    "remove": "Remove identity entries by [id] (see `tether memory show`).",
+    "scan": (
+        "Find secrets already in durable memory: memory.md, notes, pages, the journals, sweep"
+        " facts, triggers and staged packets. Exit 1 while any is left in clear."
+    ),
+    "show": "Identity entries (with the [id]s edits use) and notes.",
+    "tiers": (
+        "Identity entries and notes with how often recall found each and when last (what the"
+        " tiering job reads); untrusted notes are marked."
+    ),
+}
+
+
 def lazy_command(module: str, name: str, table: str) -> click.Command:
     """The command ``name`` from ``tether.cli.<module>``'s list ``table``."""
     commands = getattr(importlib.import_module(f"tether.cli.{module}"), table)
@@ -64,10 +121,18 @@ def lazy_command(module: str, name: str, table: str) -> click.Command:
 class LazyGroup(click.Group):
     """A group whose commands, named in ``lazy`` (name -> module), are imported on use."""
 
-    def __init__(self, *args: Any, lazy: Mapping[str, str], table: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        lazy: Mapping[str, str],
+        table: str,
+        summaries: Mapping[str, str],
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = lazy
         self.table = table
+        self.summaries = summaries
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -76,6 +141,32 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands and cmd_name in self.lazy:
             self.add_command(lazy_command(self.lazy[cmd_name], cmd_name, self.table))
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing of the commands, with a command whose module is not loaded yet
+        shown by its summary (shortened as click shortens a help) instead of importing it."""
+        rows: list[tuple[str, str | None]] = []
+        for name in self.list_commands(ctx):
+            loaded = self.commands.get(name)
+            if loaded is None and name in self.summaries:
+                rows.append((name, self.summaries[name]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, None))
+        if not rows:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        shown = []
+        for name, summary in rows:
+            if summary is None:
+                command = self.get_command(ctx, name)
+                assert command is not None  # listed just above
+                shown.append((name, command.get_short_help_str(limit)))
+            else:  # a stand-in with the same help, so click shortens it as it would the real one
+                shown.append((name, click.Command(name, help=summary).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(shown)
 
 
 class TetherGroup(LazyGroup):
@@ -127,6 +218,7 @@ def _usage_error(exc: click.UsageError, command_path: str) -> None:
     cls=TetherGroup,
     lazy=COMMANDS,
     table="COMMANDS",
+    summaries=SUMMARIES,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(
@@ -142,7 +234,13 @@ def cli(ctx: click.Context, home_option: str | None) -> None:
     ctx.obj = Context(home_option)
 
 
-@cli.group("memory", cls=LazyGroup, lazy=MEMORY_COMMANDS, table="MEMORY_COMMANDS")
+@cli.group(
+    "memory",
+    cls=LazyGroup,
+    lazy=MEMORY_COMMANDS,
+    table="MEMORY_COMMANDS",
+    summaries=MEMORY_SUMMARIES,
+)
 def memory_group() -> None:
     """Search and edit the agent's memory."""
 
