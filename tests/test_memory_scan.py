@@ -249,3 +249,20 @@ def test_what_cannot_be_rewritten_in_place_is_left_with_its_reason(home: Path) -
             "the redacted condition is not a valid trigger (bad_trigger_condition)"
         ),
     }
+
+
+def test_cells_past_the_first_batches_are_read_once_each(tmp_path: Path) -> None:
+    """The cells are read a batch at a time, each batch after the last key seen: a store
+    with more notes than two batches hold gives each note exactly once, in order."""
+    from tether.stores.sqlite_file import TEXT_BATCH
+
+    n = 2 * TEXT_BATCH + 7
+    with SqliteStore(tmp_path / "tether.db") as st:
+        for i in range(n):
+            st.add_note(f"note {i}", untrusted=False, session=None, time=T)
+        seen: list[str] = []
+        st.read_cells(lambda cell: seen.append(f"{cell.kind}:{cell.column}:{cell.text}"))
+    notes = [s for s in seen if s.startswith("note:text:")]
+    assert notes == [f"note:text:note {i}" for i in range(n)]
+    index = [s for s in seen if s.startswith("index:")]
+    assert sorted(index) == sorted(f"index:text:note {i}" for i in range(n))

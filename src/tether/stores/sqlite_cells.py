@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from tether.core import cjk
 from tether.records import TextCell
-
-BATCH = 500
+from tether.stores.sqlite_file import tables, text_rows
 
 #: (kind, table, key columns, column, which rows); the key names the row in messages and
 #: in updates. The index rows of notes and pages are listed too: they were indexed as
@@ -34,37 +32,17 @@ CELLS: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
 )
 
 
-def _tables(c: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
 def read_cells(c: sqlite3.Connection, visit: Callable[[TextCell], None]) -> None:
     """Call ``visit`` with every non-empty memory text cell, table by table, in key order."""
-    tables = _tables(c)
+    present = tables(c)
     for kind, table, keys, column, rows_of in CELLS:
-        if table not in tables:
+        if table not in present:
             continue
-        cols = ", ".join(keys)
         ref = ", ref" if kind == "index" else ""
-        after: tuple[Any, ...] | None = None
-        while True:
-            where = f"({cols}) > ({', '.join('?' * len(keys))}) AND " if after else ""
-            rows = c.execute(
-                f"SELECT {cols}, {column}{ref} FROM {table} AS t "
-                f"WHERE {where}{rows_of}{column} IS NOT NULL AND {column} != '' "
-                f"ORDER BY {cols} LIMIT ?",
-                (*(after or ()), BATCH),
-            ).fetchall()
-            for row in rows:
-                key = tuple(row[: len(keys)])
-                text = row[len(keys)]
-                name = "/".join(str(k) for k in key[:2])
-                if kind == "index":
-                    name = str(row[len(keys) + 1])
-                visit(TextCell(kind, table, column, key, name, text))
-            if len(rows) < BATCH:
-                break
-            after = tuple(rows[-1][: len(keys)])
+        for row in text_rows(c, table, keys, column, extra=ref, only=rows_of):
+            key = tuple(row[: len(keys)])
+            name = str(row[len(keys) + 1]) if kind == "index" else "/".join(map(str, key[:2]))
+            visit(TextCell(kind, table, column, key, name, row[len(keys)]))
 
 
 def _keys(table: str) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from tether.errors import StoreError
 
@@ -50,6 +50,44 @@ def begun(c: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[Non
         if c.in_transaction:
             c.execute("ROLLBACK")
         raise
+
+
+def tables(c: sqlite3.Connection) -> set[str]:
+    """The names of the tables in the file (a store reading another's may find none)."""
+    return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+#: Rows one query of ``text_rows`` reads.
+TEXT_BATCH = 500
+
+
+def text_rows(
+    c: sqlite3.Connection,
+    table: str,
+    keys: tuple[str, ...],
+    column: str,
+    *,
+    extra: str = "",
+    only: str = "",
+) -> Iterator[tuple[Any, ...]]:
+    """Each row of ``table`` whose ``column`` holds text, in key order, as its key columns,
+    the column, then the ``extra`` expressions (``, ref``); ``only`` narrows the rows (SQL
+    ending in ``AND``). Read ``TEXT_BATCH`` rows a query, each after the last key seen, so
+    a large journal is never held at once and the scan never restarts from the top."""
+    cols = ", ".join(keys)
+    after: tuple[Any, ...] | None = None
+    while True:
+        where = f"({cols}) > ({', '.join('?' * len(keys))}) AND " if after else ""
+        rows = c.execute(
+            f"SELECT {cols}, {column}{extra} FROM {table} AS t "
+            f"WHERE {where}{only}{column} IS NOT NULL AND {column} != '' "
+            f"ORDER BY {cols} LIMIT ?",
+            (*(after or ()), TEXT_BATCH),
+        ).fetchall()
+        yield from rows
+        if len(rows) < TEXT_BATCH:
+            return
+        after = tuple(rows[-1][: len(keys)])
 
 
 class SqliteFile:

@@ -14,12 +14,10 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from tether.core.sweep.state import NO_SWEEP
 from tether.records import TextCell
-
-BATCH = 500
+from tether.stores.sqlite_file import tables, text_rows
 
 #: (kind, table, key columns, column), in the order a scan visits them.
 CELLS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
@@ -47,14 +45,10 @@ _ACTIVE_FACTS = (
 )
 
 
-def _tables(c: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
 def facts_stamp(c: sqlite3.Connection) -> str:
     """The sweep's fact change counter (bumped by triggers on every fact or owner write)
     as text, or ``NO_SWEEP``."""
-    if "sweep_fact_change" not in _tables(c):
+    if "sweep_fact_change" not in tables(c):
         return NO_SWEEP
     row = c.execute("SELECT n FROM sweep_fact_change").fetchone()
     return NO_SWEEP if row is None else str(row[0])
@@ -67,30 +61,17 @@ def active_facts_sql(columns: str) -> str:
 
 def read_cells(c: sqlite3.Connection, visit: Callable[[TextCell], None]) -> None:
     """Call ``visit`` with every non-empty sweep text cell, table by table, in key order."""
-    tables = _tables(c)
+    present = tables(c)
     for kind, table, keys, column in CELLS:
-        if table not in tables:
+        if table not in present:
             continue
-        cols = ", ".join(keys)
-        busy = BUSY_STAGE if kind == "stage" else "0"
-        after: tuple[Any, ...] | None = None
-        while True:
-            where = f"({cols}) > ({', '.join('?' * len(keys))}) AND " if after else ""
-            rows = c.execute(
-                f"SELECT {cols}, {column}, {busy} FROM {table} AS t "
-                f"WHERE {where}{column} IS NOT NULL AND {column} != '' "
-                f"ORDER BY {cols} LIMIT ?",
-                (*(after or ()), BATCH),
-            ).fetchall()
-            for row in rows:
-                key = tuple(row[: len(keys)])
-                value = row[len(keys)]
-                text = bytes(value).decode("utf-8", "replace") if kind == "stage" else value
-                name = "/".join(str(k) for k in key[:2])
-                visit(TextCell(kind, table, column, key, name, text, bool(row[-1])))
-            if len(rows) < BATCH:
-                break
-            after = tuple(rows[-1][: len(keys)])
+        busy = f", {BUSY_STAGE}" if kind == "stage" else ", 0"
+        for row in text_rows(c, table, keys, column, extra=busy):
+            key = tuple(row[: len(keys)])
+            value = row[len(keys)]
+            text = bytes(value).decode("utf-8", "replace") if kind == "stage" else value
+            name = "/".join(map(str, key[:2]))
+            visit(TextCell(kind, table, column, key, name, text, bool(row[-1])))
 
 
 def _keys(table: str) -> tuple[str, ...]:
