@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from tether.core.sweep.packet import DailySweepInput, FactCandidate, Incomplete, encode_packet
-from tether.core.sweep.state import Owner
+from tether.core.sweep.state import Owner, Receipt
 from tether.core.sweep.windows import Window, window_for
 from tether.ports import SweepStore
 from tether.sweep.producer import StagingPacketReader, empty_packet
@@ -70,3 +70,28 @@ def snapshot(store: SweepStore, owner: str) -> dict[str, Any]:
 
 def utc(text: str) -> datetime:
     return datetime.fromisoformat(text)
+
+
+def pending_receipt(
+    day: date, digest: str, *, claimant: str, at: datetime, rid: str = "r1"
+) -> Receipt:
+    """alice's first candidate of ``day``, claimed by ``claimant`` and not completed: what
+    a runner leaves between its claim and the canonical write."""
+    return Receipt(
+        id=rid,
+        owner="alice",
+        namespace=1,
+        local_date=day,
+        kind="candidate",
+        source_key="s1",
+        ordinal=0,
+        account_generation=1,
+        source_generation=1,
+        digest=digest,
+        state="pending",
+        claimant=claimant,
+        lease_until=at,
+        attempts=1,
+        outcome=None,
+        updated_at=at,
+    )

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import tether
-from sweep_helpers import day_packet, fact
+from sweep_helpers import day_packet, fact, pending_receipt
 from tether.core.sweep.packet import DailySweepInput, digest, encode_packet
-from tether.core.sweep.state import Cursor, Fact, Receipt, StagedPacket
+from tether.core.sweep.state import Cursor, Fact, StagedPacket
 from tether.core.sweep.windows import window_for
 from tether.memory.identity import MEMORY_FILE
 from tether.records import JournalEntry, Page
@@ -185,24 +185,7 @@ def test_a_day_the_sweep_is_in_the_middle_of_is_left_with_its_reason(home: Path)
         with sw.transaction() as tx:
             tx.put_stage(stage(D1, w.window_id, p))
             tx.put_receipt(
-                Receipt(
-                    id="r1",
-                    owner="alice",
-                    namespace=1,
-                    local_date=D1,
-                    kind="candidate",
-                    source_key="s1",
-                    ordinal=0,
-                    account_generation=1,
-                    source_generation=1,
-                    digest=digest(p.candidates[0]),
-                    state="pending",
-                    claimant="dead-runner",
-                    lease_until=T,
-                    attempts=1,
-                    outcome=None,
-                    updated_at=T,
-                )
+                pending_receipt(D1, digest(p.candidates[0]), claimant="dead-runner", at=T)
             )
     out = tether(home, "memory", "scan", "--redact")
     assert out.returncode == 1, out.stderr

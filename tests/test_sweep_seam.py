@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from search_helpers import words
-from sweep_helpers import day_packet, fact
+from sweep_helpers import day_packet, fact, pending_receipt
 from tether.config import load_config
 from tether.core.sweep.packet import digest, encode_packet
-from tether.core.sweep.state import Fact, Receipt, StagedPacket
+from tether.core.sweep.state import Fact, StagedPacket
 from tether.core.sweep.windows import window_for
 from tether.daemon.compose import sweep_runner
 from tether.errors import StoreVersionError
@@ -110,26 +110,7 @@ def test_a_stage_whose_day_starts_after_it_was_read_is_not_rewritten(tmp_path: P
         cell = _stage_cell(sweep)
         assert not cell.busy
         with sweep.transaction() as tx:  # the sweep claims a candidate of that day
-            tx.put_receipt(
-                Receipt(
-                    id="r1",
-                    owner="alice",
-                    namespace=1,
-                    local_date=D0,
-                    kind="candidate",
-                    source_key="s1",
-                    ordinal=0,
-                    account_generation=1,
-                    source_generation=1,
-                    digest=digest(p.candidates[0]),
-                    state="pending",
-                    claimant="runner",
-                    lease_until=T,
-                    attempts=1,
-                    outcome=None,
-                    updated_at=T,
-                )
-            )
+            tx.put_receipt(pending_receipt(D0, digest(p.candidates[0]), claimant="runner", at=T))
         made, _ = sweep.rewrite_cells([(cell, cell.text.replace(GITHUB, "[REDACTED]"))])
         assert made == [False]
         with sweep.transaction(write=False) as tx:
