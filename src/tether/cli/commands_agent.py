@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, FreeTextCommand, pass_ctx
 from tether.ids import session_id
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def open_backend(ctx: Context) -> Iterator[Backend]:
         backend.close()
 
 
-@click.command("chat")
+@click.command("chat", cls=FreeTextCommand)
 @click.option(
     "--session",
     "sid",

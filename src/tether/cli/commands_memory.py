@@ -17,11 +17,13 @@ import click
 
 from tether.cli.context import (
     Context,
+    FreeTextCommand,
     counted,
     echo_change,
     echo_json,
     pass_ctx,
     redact_option,
+    shown,
     utc_stamp,
 )
 from tether.memory.identity import Identity
@@ -64,7 +66,7 @@ def session_json(found: SessionHit) -> dict[str, Any]:
 def warn_unindexed(errors: Sequence[tuple[str, str]]) -> None:
     """One stderr line per session an index pass had to leave out."""
     for sid, problem in errors:
-        click.echo(f"tether: warning: session {sid} not indexed: {problem}", err=True)
+        click.echo(f"tether: warning: session {sid} not indexed: {shown(problem)}", err=True)
 
 
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:
@@ -72,7 +74,7 @@ def _one_line(text: str, width: int = TEXT_CHARS) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-@click.command("recall")
+@click.command("recall", cls=FreeTextCommand)
 @click.argument("query")
 @click.option("-k", "k", type=int, default=5, show_default=True, help="Hits to return.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON list of hits.")
@@ -204,7 +206,7 @@ def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
         echo_change(j.before, j.after)
 
 
-@click.command("add")
+@click.command("add", cls=FreeTextCommand)
 @click.argument("text")
 @redact_option
 @pass_ctx
@@ -230,7 +232,7 @@ def remove_cmd(ctx: Context, ids: tuple[str, ...]) -> None:
         click.echo(f"removed [{e.id}] {e.text}")
 
 
-@click.command("note")
+@click.command("note", cls=FreeTextCommand)
 @click.argument("text")
 @redact_option
 @pass_ctx

@@ -77,6 +77,64 @@ class Context:
 
 pass_ctx = click.make_pass_decorator(Context)
 
+
+def shown(text: str) -> str:
+    """``text`` as tether prints it when it quotes what it was given (an error, a warning, a
+    usage line): every secret redacted, so a key pasted in the wrong place never reaches a
+    terminal's scrollback, a hook log or a CI log in clear."""
+    from tether.scan.secrets import redact  # on use: only a command that fails pays for it
+
+    return redact(text).text
+
+
+class FreeTextCommand(click.Command):
+    """A command whose argument is free text (a message, a note, a question).
+
+    Text that starts with ``-`` but holds white space (a pasted PEM key, "- a list item")
+    is taken as the text, never as an option: it is moved behind a ``--``. A word that
+    starts with ``-`` and is no option of the command gets an error saying to put ``--``
+    before it. Options, and the values they take, are left where they are.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_value = set()
+        known = set()
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                names = [*param.opts, *param.secondary_opts]
+                known.update(names)
+                if not param.is_flag and not param.count:
+                    takes_value.update(param.opts)
+        kept: list[str] = []
+        texts: list[str] = []
+        value_next = False
+        for i, arg in enumerate(args):
+            if arg == "--":
+                kept.extend(args[i:])
+                break
+            if value_next:
+                kept.append(arg)
+                value_next = False
+            elif (
+                arg.startswith("-")
+                and arg.split("=", 1)[0] not in known
+                and any(ch.isspace() for ch in arg)
+            ):
+                texts.append(arg)
+            else:
+                kept.append(arg)
+                value_next = arg in takes_value
+        if texts:
+            kept = [*kept, *([] if "--" in kept else ["--"]), *texts]
+        try:
+            return super().parse_args(ctx, kept)
+        except click.NoSuchOption as exc:
+            raise click.UsageError(
+                f"{exc.format_message()} (for text that starts with '-', put -- before it)",
+                ctx,
+            ) from exc
+
+
 #: ``--redact`` for the commands that write durable memory (see ``Context.screen``).
 redact_option = click.option(
     "--redact",

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from tether.cli.context import Context
+from tether.cli.context import Context, shown
 from tether.errors import TetherError
 
 #: Where each command is: its name -> the module of ``tether.cli`` that has it in
@@ -190,7 +190,7 @@ class TetherGroup(LazyGroup):
         try:
             return super().invoke(ctx)
         except TetherError as exc:
-            click.echo(f"tether: error: {exc}", err=True)
+            click.echo(f"tether: error: {shown(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
         except click.UsageError as exc:
             _usage_error(exc, ctx.command_path)
@@ -211,7 +211,8 @@ def _usage_error(exc: click.UsageError, command_path: str) -> None:
         exc.show()
         return
     where = exc.ctx.command_path if exc.ctx is not None else command_path
-    click.echo(f"tether: error: {exc.format_message()} (see '{where} --help')", err=True)
+    message = shown(exc.format_message())
+    click.echo(f"tether: error: {message} (see '{where} --help')", err=True)
 
 
 @click.group(
