@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -21,6 +22,11 @@ STARTER_FILES: tuple[tuple[str, str], ...] = (
     ("memory/memory.md", "memory.md"),
 )
 HOME_DIRS = ("sessions", "memory", "jobs", "corpus")
+
+#: The umask of every tether process (``cli.main``): what it creates in the home is the
+#: owner's alone (folders 0700, files 0600). The database holds notes, private pages and
+#: the journal; a session log holds every word said.
+PRIVATE_UMASK = 0o077
 
 
 def resolve_home(option: str | None) -> Path:
@@ -41,13 +47,37 @@ def starter_text(name: str) -> bytes:
 class InitReport:
     created: tuple[str, ...]
     kept: tuple[str, ...]
+    #: Paths of an existing home made private (see ``tighten``).
+    tightened: int = 0
+
+
+def tighten(home: Path) -> int:
+    """Make ``home`` and everything in it the owner's alone (group and other bits off:
+    folders 0700, files 0600), as a home made before tether did so needs; the number of
+    paths changed. Symbolic links are neither changed nor followed."""
+    changed = 0
+    paths = [home]
+    for root, dirs, files in os.walk(home):
+        paths.extend(Path(root, name) for name in (*dirs, *files))
+    for path in paths:
+        try:
+            info = path.lstat()
+        except FileNotFoundError:  # gone since the walk (a lock, a temporary file)
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        if stat.S_ISLNK(info.st_mode) or not mode & 0o077:
+            continue
+        os.chmod(path, mode & 0o700, follow_symlinks=False)
+        changed += 1
+    return changed
 
 
 def init_home(home: Path) -> InitReport:
-    """Create the home's folders and starter files; never overwrite an existing file."""
-    home.mkdir(parents=True, exist_ok=True)
+    """Create the home's folders and starter files, never overwriting an existing file,
+    and make the home private (``tighten``)."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     for d in HOME_DIRS:
-        (home / d).mkdir(exist_ok=True)
+        (home / d).mkdir(mode=0o700, exist_ok=True)
     created: list[str] = []
     kept: list[str] = []
     for rel, resource in STARTER_FILES:
@@ -57,4 +87,4 @@ def init_home(home: Path) -> InitReport:
             continue
         write_atomic(target, starter_text(resource))
         created.append(rel)
-    return InitReport(tuple(created), tuple(kept))
+    return InitReport(tuple(created), tuple(kept), tighten(home))

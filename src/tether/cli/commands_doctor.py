@@ -160,6 +160,15 @@ async def diagnose(config: Config) -> Report:
     return report
 
 
+def _private_home(ctx: Context) -> Check:
+    """The home is the owner's alone; one made before tether saw to it is fixed here."""
+    from tether.home import tighten
+
+    fixed = tighten(ctx.home)
+    done = f"made {fixed} path{'s' if fixed != 1 else ''} private" if fixed else "private"
+    return Check("home", True, f"{ctx.home}: {done} (folders 0700, files 0600)")
+
+
 def _json(report: Report) -> dict[str, Any]:
     out = asdict(report)
     out["ok"] = report.ok
@@ -174,6 +183,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     Exits 1 when the backend is unusable."""
     config = ctx.config()
     report = asyncio.run(diagnose(config))
+    report.checks.append(_private_home(ctx))
     if as_json:
         echo_json(_json(report))
     else:

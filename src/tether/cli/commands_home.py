@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, counted, pass_ctx
 from tether.config import CONFIG_FILE
 from tether.home import init_home
 from tether.scan.allow import ALLOW_FILE, BLOCKLIST_FILE, home_allow, home_blocklist
@@ -20,6 +20,8 @@ def init_cmd(ctx: Context) -> None:
         click.echo(f"created {home / rel}")
     for rel in report.kept:
         click.echo(f"kept    {home / rel} (exists; not overwritten)")
+    if report.tightened:
+        click.echo(f"made {counted(report.tightened, 'path')} private (folders 0700, files 0600)")
     click.echo(f"home ready: {home}")
 
 

@@ -7,6 +7,7 @@ line on stderr, never as a traceback; anything else is a bug and keeps its trace
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,7 @@ import click
 
 from tether.cli.context import Context, shown
 from tether.errors import TetherError
+from tether.home import PRIVATE_UMASK
 
 #: Where each command is: its name -> the module of ``tether.cli`` that has it in
 #: ``COMMANDS`` (top level) or ``MEMORY_COMMANDS`` (under ``memory``): one module per
@@ -247,6 +249,7 @@ def memory_group() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    os.umask(PRIVATE_UMASK)  # what any command creates in the home is the owner's alone
     cli.main(args=argv, prog_name="tether")
 
 

@@ -26,6 +26,19 @@ from tether.scan.sensitive import Sensitive, first_sensitive
 
 Status = Literal["written", "unchanged", "current", "stale"]
 NEW_FILE_MODE = 0o644
+#: A folder compile-context creates in a project (``.claude/``, ``.tether/``): readable by
+#: all, like the file, whatever the private umask of tether's own process.
+NEW_FOLDER_MODE = 0o755
+
+
+def _project_folder(folder: Path) -> None:
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        created.mkdir()
+        os.chmod(created, NEW_FOLDER_MODE)
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ def compile_view(
     else:
         try:
             mode = NEW_FILE_MODE if before is None else real.stat().st_mode & 0o777
+            _project_folder(real.parent)
             write_atomic(real, new.encode("utf-8"), mode=mode)
         except OSError as exc:
             raise BadInputError(
