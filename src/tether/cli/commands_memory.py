@@ -139,9 +139,13 @@ def reindex_cmd(ctx: Context, as_json: bool) -> None:
             }
         )
     else:
+        # With a session left out, say how many of them were reindexed, not all of them.
+        done = report.sessions - len(report.errors)
+        of = f"{done} of " if report.errors else ""
+        left = f"; {len(report.errors)} could not be read" if report.errors else ""
         click.echo(
-            f"reindexed {counted(report.sessions, 'session')} "
-            f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}"
+            f"reindexed {of}{counted(report.sessions, 'session')} "
+            f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}{left}"
         )
         warn_unindexed(report.errors)
     if report.errors:

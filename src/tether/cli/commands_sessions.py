@@ -56,8 +56,15 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
             f"finished an interrupted import of this file: {counted(report.resumed, 'record')} "
             "were already in and were not written again"
         )
+    # A resumed run says what it wrote, not what the whole file holds.
+    what = (
+        f"{counted(report.records - report.resumed, 'more record')} (of the file's "
+        f"{report.records}, {counted(report.turns, 'turn')})"
+        if report.resumed
+        else f"{counted(report.records, 'record')} ({counted(report.turns, 'turn')})"
+    )
     click.echo(
-        f"imported {counted(report.records, 'record')} ({counted(report.turns, 'turn')}): "
+        f"imported {what}: "
         f"{counted(report.sessions_created, 'session')} created, "
         f"{report.sessions_appended} appended; {counted(report.indexed_rows, 'row')} indexed"
     )

@@ -169,6 +169,9 @@ def import_transcript(
             sessions=tuple(seen),
             skipped=dict(sorted(skipped.items())),
         )
+        if not messages:
+            part.unlink()
+            raise BadInputError(_unreadable(chosen, harness, skipped))
         if not new:
             part.unlink()
             return report
@@ -177,6 +180,19 @@ def import_transcript(
         crash_point("transcript-after-import")
         _clear(home, pending)
     return dataclasses.replace(report, imported=imported)
+
+
+def _unreadable(paths: Sequence[Path], harness: str, skipped: Counter[str]) -> str:
+    """Why an import that found no message at all is refused: what its lines were."""
+    if len(paths) == 1:
+        where = str(paths[0])
+    else:
+        where = f"{os.path.commonpath([p.absolute() for p in paths])}: {len(paths)} transcripts"
+    found = skipped_words(dict(skipped)) or "no line at all"
+    return (
+        f"{where}: no {harness} message in it ({found}); is it a {harness} transcript? "
+        "nothing was imported"
+    )
 
 
 @contextlib.contextmanager
