@@ -58,6 +58,10 @@ def test_embedded_without_the_extra_says_how_to_install() -> None:
     assert info.value.exit_code == 2
     assert "--no-binary llama-cpp-python" in str(info.value)
     assert "GGML_NATIVE=OFF" in str(info.value)
+    # This tether runs from a checkout (pip install -e): the hint installs the extra there,
+    # not a second tether from the package index.
+    checkout = Path(__file__).resolve().parents[1]
+    assert f"-e '{checkout}[local]'" in str(info.value)
 
 
 @pytest.mark.skipif(

