@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import click
+import msgspec
 
-from tether.cli.context import Context, echo_json, pass_ctx
+from tether import files
+from tether.cli.context import Context, counted, echo_json, pass_ctx, shown, utc_stamp
 from tether.errors import TetherError
+from tether.records import Assistant, EpochEnd, ToolCall, ToolResult, TurnError, User
 from tether.sessions import Session, list_sessions
 
 
@@ -58,13 +61,74 @@ def session_list(ctx: Context, as_json: bool) -> None:
         click.echo(f"{row['id']:<32} {row['epoch']:>5} {row['turns']:>6} {row['slot']:>4}  {trust}")
 
 
+def conversation(session: Session) -> list[dict[str, Any]]:
+    """What was said in the session, every epoch in order, as ``--messages`` prints it:
+    the owner's and the agent's words, tool calls, what tools returned (its size and
+    trust, not its text), failed turns and compactions. Text is shown secret-redacted."""
+    out: list[dict[str, Any]] = []
+    for epoch in session.epochs:
+        log = session.dir / f"{epoch}.jsonl"
+        records = session.records if epoch == session.epoch else files.read_log(log)[0]
+        for r in records:
+            time = utc_stamp(r.time)
+            if isinstance(r, User):
+                out.append({"epoch": epoch, "time": time, "role": "owner", "text": shown(r.text)})
+            elif isinstance(r, Assistant):
+                out.append({"epoch": epoch, "time": time, "role": "agent", "text": shown(r.text)})
+            elif isinstance(r, ToolCall):
+                args = shown(msgspec.json.encode(r.args).decode())
+                out.append(
+                    {"epoch": epoch, "time": time, "role": "tool_call", "text": f"{r.name} {args}"}
+                )
+            elif isinstance(r, ToolResult):
+                trust = "untrusted" if r.untrusted else "trusted"
+                said = f"{r.class_}, {trust}, {counted(len(r.content), 'char')}"
+                out.append({"epoch": epoch, "time": time, "role": "tool_result", "text": said})
+            elif isinstance(r, TurnError):
+                out.append({"epoch": epoch, "time": time, "role": "error", "text": r.kind})
+            elif isinstance(r, EpochEnd):
+                said = f"compacted into epoch {r.next}"
+                out.append({"epoch": epoch, "time": time, "role": "compaction", "text": said})
+    return out
+
+
+_LABELS = {"owner": "you", "agent": "agent", "tool_call": "tool", "tool_result": "result"}
+
+
 @session_group.command("show")
 @click.argument("session_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--messages",
+    is_flag=True,
+    help="Print the conversation (every epoch) instead of the summary.",
+)
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="With --messages: only the last N entries.",
+)
 @pass_ctx
-def session_show(ctx: Context, session_id: str, as_json: bool) -> None:
+def session_show(
+    ctx: Context, session_id: str, as_json: bool, messages: bool, last: int | None
+) -> None:
     """Show one session: current epoch, epochs, turns, taint, carried summary, slot."""
-    info = session_json(Session.open(ctx.home, session_id))
+    session = Session.open(ctx.home, session_id)
+    if last is not None and not messages:
+        raise click.UsageError("--last goes with --messages")
+    if messages:
+        said = conversation(session)
+        if last is not None:
+            said = said[-last:]
+        if as_json:
+            echo_json(said)
+            return
+        for m in said:
+            head = f"{m['time']} e{m['epoch']} {_LABELS.get(m['role'], m['role']):>10}: "
+            click.echo(head + m["text"].replace("\n", "\n" + " " * len(head)))
+        return
+    info = session_json(session)
     if as_json:
         echo_json(info)
         return
