@@ -88,6 +88,28 @@ if TYPE_CHECKING:
     Backend = DaemonClient | _InProcess
 
 
+#: Where ``_note_cold_start`` remembers it has said its piece, in the home's run folder.
+COLD_START_NOTED = "in-process-chat.noted"
+
+
+def _note_cold_start(ctx: Context) -> None:
+    """Say once per home why a chat without a daemon is slow: with the embedded backend each
+    ``tether chat`` loads the model in its own process and starts cold (6 to 39 s a turn on
+    2 cores, against about 2.6 s warm through ``tether serve``)."""
+    marker = ctx.home / "run" / COLD_START_NOTED
+    if marker.exists():
+        return
+    click.echo(
+        "tether: note: no `tether serve` answers for this home, so this chat loads the "
+        "embedded model in this process and every turn starts cold (seconds to tens of "
+        "seconds); run `tether serve` in another terminal to keep it warm. "
+        "(Said once for this home.)",
+        err=True,
+    )
+    marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker.touch()
+
+
 @contextmanager
 def open_backend(ctx: Context) -> Iterator[Backend]:
     """The daemon if one serves the home, else this process: the one place that chooses."""
@@ -100,6 +122,8 @@ def open_backend(ctx: Context) -> Iterator[Backend]:
         backend = client
     else:
         client.close()
+        if config.llm.backend == "embedded":
+            _note_cold_start(ctx)
         backend = _InProcess(ctx)
     try:
         yield backend
