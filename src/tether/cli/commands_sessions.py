@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,6 +15,7 @@ import click
 
 from tether.cli.commands_memory import warn_unindexed
 from tether.cli.context import Context, counted, pass_ctx, utc_stamp
+from tether.errors import TetherError
 from tether.imports.jsonl import import_jsonl
 
 
@@ -39,7 +46,37 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
     again after a crash or Ctrl-C to finish the import (nothing is written twice); run
     again after it finished, it writes nothing. A transcript imported again adds only
     the messages it gained since; FILE may then be a folder (every *.jsonl below it).
+    FILE - reads standard input.
     """
+    if str(file) == "-":
+        with _spooled_stdin(ctx.home) as spool:
+            try:
+                _import(ctx, spool, fmt)
+            except TetherError as exc:  # name the input as the user gave it, not the spool
+                exc.message = exc.message.replace(str(spool), "<stdin>")
+                raise
+        return
+    _import(ctx, file, fmt)
+
+
+@contextlib.contextmanager
+def _spooled_stdin(home: Path) -> Iterator[Path]:
+    """Standard input in a private file under ``<home>/imports/`` for as long as the import
+    runs (it reads its file twice: check, then write), removed afterwards. The same input
+    again is the same import: its ledger is named by the content's sha256."""
+    folder = home / "imports"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="stdin-", suffix=".jsonl", dir=folder)
+    spool = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        yield spool
+    finally:
+        spool.unlink(missing_ok=True)
+
+
+def _import(ctx: Context, file: Path, fmt: str) -> None:
     if fmt != "tether":
         _import_transcript(ctx, file, fmt)
         return
