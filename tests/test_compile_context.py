@@ -155,6 +155,9 @@ def test_a_budget_too_small_says_so_in_the_file_and_names_every_page(
     assert code == 0
     assert out.startswith(f"wrote {project / 'tether-context.md'}: 0 pages, ")
     assert "left out 3 pages past the budget of 40 tokens: people/cy, people/bo, people/ada" in err
+    # Not a silent success: the budget is below the file's own header (issue 17, item 8).
+    assert "a budget of 40 tokens is less than the file's own header and note" in err
+    assert "it holds no page" in err
     assert (
         (project / "tether-context.md")
         .read_text()

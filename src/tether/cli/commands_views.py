@@ -92,6 +92,14 @@ def compile_context_cmd(
         echo_json(_json(report))
     else:
         _echo_left_out(report)
+        if report.left_out and not report.pages and report.tokens > budget:
+            # The seed's rule: such a view still says what it is; but say it was no mistake.
+            click.echo(
+                f"tether: warning: a budget of {budget} tokens is less than the file's own "
+                f"header and note ({report.tokens} tokens): it holds no page; "
+                f"give a larger --budget for pages",
+                err=True,
+            )
         summary = f"{counted(len(report.pages), 'page')}, {report.tokens} of {budget} tokens"
         messages = {
             "written": f"wrote {path}: {summary}",
