@@ -220,6 +220,13 @@ def add_cmd(ctx: Context, text: str, redact: bool) -> None:
     TEXT holding a secret (an API key, a private key, a password assignment) is refused
     unless --redact is given."""
     screened = ctx.screen(text, what="identity entry", redact=redact)
+    lines = [line for line in screened.text.splitlines() if line.strip()]
+    if len(lines) > 1:  # an entry is one list item: joining the lines would change the text
+        raise click.BadParameter(
+            f"an identity entry is one line (this text has {len(lines)}); give one line, "
+            "or keep longer text in a note (tether memory note) or a page (tether page write)",
+            param_hint="TEXT",
+        )
     with ctx.store() as store:
         e = Identity(ctx.home, store).add(screened, who="owner", session=None, time=_now())
     click.echo(f"added [{e.id}] {e.text}")

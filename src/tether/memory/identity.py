@@ -36,6 +36,19 @@ STARTER = (
 )
 
 
+#: The longest identity entry, in characters. Every entry is in every session's baseline:
+#: a longer text belongs in a note or a page, which recall finds when it is wanted.
+MAX_ENTRY_CHARS = 1_000
+
+
+def _within_limit(text: str) -> None:
+    if len(text) > MAX_ENTRY_CHARS:
+        raise IdentityError(
+            f"an identity entry is at most {MAX_ENTRY_CHARS} characters (this one has "
+            f"{len(text)}); keep longer text in a note or a page"
+        )
+
+
 class IdentityError(BadInputError):
     """An identity edit that cannot be applied (unknown entry id, empty text)."""
 
@@ -119,6 +132,7 @@ class Identity:
         text = " ".join(screened.text.split())
         if not text:
             raise IdentityError("an identity entry needs some text")
+        _within_limit(text)
         with self._locked():
             current = self.text()
             eid = entry_id(text)
@@ -157,6 +171,7 @@ class Identity:
         text = " ".join(screened.text.split())
         if not text:
             raise IdentityError("a consolidated entry needs some text")
+        _within_limit(text)
         if not ids:
             raise IdentityError("consolidate needs the ids of the entries it replaces")
         with self._locked():

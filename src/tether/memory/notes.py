@@ -11,6 +11,9 @@ from tether.ports import Store
 from tether.records import JournalEntry, Note
 from tether.scan.screen import Screened
 
+#: The longest note, in characters: a note is a fact worth finding later, not a document.
+MAX_NOTE_CHARS = 20_000
+
 
 def write_note(
     store: Store,
@@ -25,6 +28,11 @@ def write_note(
     text = screened.text
     if not text.strip():
         raise BadInputError("a note needs some text")
+    if len(text) > MAX_NOTE_CHARS:
+        raise BadInputError(
+            f"a note is at most {MAX_NOTE_CHARS} characters (this one has {len(text)}); "
+            "keep longer text in a page"
+        )
     note = store.add_note(text, untrusted=untrusted, session=session, time=time)
     store.journal_append(
         JournalEntry(

@@ -34,6 +34,12 @@ def render(page: Page) -> str:
     return f"# {page.title}\n\n{page.body}"
 
 
+#: The longest page body and title, in characters (a page is read whole by ``page_read``
+#: and shown whole by ``page show``; 256 Ki characters is a long book chapter).
+MAX_PAGE_CHARS = 262_144
+MAX_TITLE_CHARS = 200
+
+
 def write_page(
     store: Store,
     slug: str,
@@ -52,6 +58,13 @@ def write_page(
     body = screened_body.text
     if not body.strip():
         raise BadInputError(f"page {slug!r} needs a body")
+    if len(body) > MAX_PAGE_CHARS:
+        raise BadInputError(
+            f"page {slug!r}: a page is at most {MAX_PAGE_CHARS} characters "
+            f"(this one has {len(body)}); split it into pages"
+        )
+    if title is not None and len(title.text) > MAX_TITLE_CHARS:
+        raise BadInputError(f"page {slug!r}: a title is at most {MAX_TITLE_CHARS} characters")
     clean_tags = tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
     page = Page(
         slug=slug,

@@ -10,7 +10,11 @@ from typing import Annotated
 
 import msgspec
 
+from tether.memory.identity import MAX_ENTRY_CHARS
 from tether.records import ToolSchema
+
+#: An agent's note is shorter than the owner's (``memory.notes.MAX_NOTE_CHARS``): a fact.
+AGENT_NOTE_CHARS = 4000
 
 
 class _Args(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -23,7 +27,7 @@ class RecallArgs(_Args, frozen=True):
 
 
 class AddArgs(_Args, frozen=True):
-    text: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ENTRY_CHARS)]
 
 
 class RemoveArgs(_Args, frozen=True):
@@ -32,11 +36,11 @@ class RemoveArgs(_Args, frozen=True):
 
 class ConsolidateArgs(_Args, frozen=True):
     ids: Annotated[list[str], msgspec.Meta(min_length=1, max_length=20)]
-    text: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ENTRY_CHARS)]
 
 
 class NoteArgs(_Args, frozen=True):
-    text: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=AGENT_NOTE_CHARS)]
 
 
 class HttpFetchArgs(_Args, frozen=True):
