@@ -26,6 +26,7 @@ from tether.cli.context import (
     shown,
     utc_stamp,
 )
+from tether.cli.progress import terminal_meter
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.scan.allow import ALLOW_FILE, home_allow
@@ -127,8 +128,8 @@ def reindex_cmd(ctx: Context, as_json: bool) -> None:
     """
     from tether.memory.indexer import reindex
 
-    with ctx.store() as store:
-        report = reindex(ctx.home, store)
+    with ctx.store() as store, terminal_meter() as meter:
+        report = reindex(ctx.home, store, meter=meter)
     if as_json:
         echo_json(
             {
@@ -277,7 +278,10 @@ def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
     allow = home_allow(ctx.home)  # a broken allow file: exit 2 before anything is read
     with ctx.store() as store, ctx.sweep_reader() as sweep:
         identity = Identity(ctx.home, store)
-        report = scan_memory(identity, store, allow=allow, fix=fix, time=_now(), sweep=sweep)
+        with terminal_meter() as meter:
+            report = scan_memory(
+                identity, store, allow=allow, fix=fix, time=_now(), sweep=sweep, meter=meter
+            )
     if as_json:
         echo_json(
             {

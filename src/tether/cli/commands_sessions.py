@@ -15,6 +15,7 @@ import click
 
 from tether.cli.commands_memory import warn_unindexed
 from tether.cli.context import Context, counted, pass_ctx, utc_stamp
+from tether.cli.progress import terminal_meter
 from tether.errors import TetherError
 from tether.imports.jsonl import import_jsonl
 
@@ -81,7 +82,10 @@ def _import(ctx: Context, file: Path, fmt: str) -> None:
         _import_transcript(ctx, file, fmt)
         return
     now = datetime.now(UTC)
-    report = import_jsonl(ctx.home, file, now=now, store=ctx.store, config=ctx.config())
+    with terminal_meter() as meter:
+        report = import_jsonl(
+            ctx.home, file, now=now, store=ctx.store, config=ctx.config(), meter=meter
+        )
     if report.already is not None:
         click.echo(
             f"already imported at {utc_stamp(report.already)}: nothing written "
@@ -116,14 +120,16 @@ def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
     )
 
     paths = transcripts_in(file)
-    report = import_transcript(
-        ctx.home,
-        paths,
-        harness=harness,
-        now=datetime.now(UTC),
-        store=ctx.store,
-        config=ctx.config(),
-    )
+    with terminal_meter() as meter:
+        report = import_transcript(
+            ctx.home,
+            paths,
+            harness=harness,
+            now=datetime.now(UTC),
+            store=ctx.store,
+            config=ctx.config(),
+            meter=meter,
+        )
     skipped = skipped_words(report.skipped)
     if len(paths) == 1:
         source = "the transcript's"

@@ -34,6 +34,7 @@ from tether.imports.ledger import (
     Started,
 )
 from tether.memory.indexer import IndexReport, index_home
+from tether.ports import Progress as Meter
 from tether.ports import StoreOpener
 from tether.records import Assistant, Baseline, JournalEntry, LogRecord, User
 from tether.sessions.session import Session
@@ -108,11 +109,13 @@ class _Writer:
         *,
         config: Config,
         chars: int,
+        meter: Meter | None = None,
     ) -> None:
         self.home = home
         self.plan = plan
         self.ledger = ledger
         self.progress = progress
+        self.meter = meter
         self.baseline = Baseline(system=_system_prompt(home), memory="")
         self.slot = config.slots.main
         self.chars = chars
@@ -126,6 +129,8 @@ class _Writer:
         self.progress.started.update((e.session, e) for e in entries)
 
     def write(self) -> None:
+        if self.meter is not None:
+            self.meter.stage("importing records", self.plan.records)
         for sid, lines in self.plan.sessions_lines():
             session, already = self._start(sid)
             matched = 0
@@ -146,6 +151,8 @@ class _Writer:
             if batch:
                 self._append(sid, session, batch)
             self.resumed += matched
+            if self.meter is not None and matched:
+                self.meter.advance(matched)
             crash_point("import-after-session")
 
     def _start(self, sid: str) -> tuple[Session | None, Sequence[LogRecord]]:
@@ -179,6 +186,8 @@ class _Writer:
             )
         session.append(*batch)
         self.written += len(batch)
+        if self.meter is not None:
+            self.meter.advance(len(batch))
         return session
 
 
@@ -190,6 +199,7 @@ def import_jsonl(
     store: StoreOpener,
     config: Config | None = None,
     batch_chars: int = BATCH_CHARS,
+    meter: Meter | None = None,
 ) -> ImportReport:
     """Import ``path`` into the home's sessions, then index them (see the module doc).
 
@@ -220,7 +230,9 @@ def import_jsonl(
             existing = _existing(home, fresh) | {
                 sid for sid, s in progress.started.items() if s.before >= 0
             }
-            writer = _Writer(home, plan, ledger, progress, config=cfg, chars=batch_chars)
+            writer = _Writer(
+                home, plan, ledger, progress, config=cfg, chars=batch_chars, meter=meter
+            )
             pause_point("import-after-check")
             if progress.begun is None:
                 ledger.append(Begin(now, str(path.absolute()), plan.records, len(plan.sessions)))
@@ -242,6 +254,7 @@ def import_jsonl(
                 progress=progress,
                 now=now,
                 store=store,
+                meter=meter,
             )
             ledger.append(Complete(now))
     return ImportReport(
@@ -265,6 +278,7 @@ def _journal_and_index(
     progress: Progress,
     now: datetime,
     store: StoreOpener,
+    meter: Meter | None = None,
 ) -> IndexReport:
     """Journal the import (once, however many runs it took) and index the home."""
     with store() as db:
@@ -284,4 +298,4 @@ def _journal_and_index(
                 )
             )
             ledger.append(Journaled())
-        return index_home(home, db)
+        return index_home(home, db, meter=meter)

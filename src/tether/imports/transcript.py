@@ -41,7 +41,7 @@ from tether.harnesses import claude_code, codex
 from tether.harnesses.transcript import Message, Transcript
 from tether.imports.jsonl import ImportReport, import_jsonl
 from tether.imports.ledger import IMPORTS_DIR, ImportLedger
-from tether.ports import StoreOpener
+from tether.ports import Progress, StoreOpener
 from tether.records import Assistant, User
 from tether.sessions.session import Session, session_dir
 
@@ -126,6 +126,7 @@ def import_transcript(
     now: datetime,
     store: StoreOpener,
     config: Config | None = None,
+    meter: Progress | None = None,
 ) -> TranscriptReport:
     """Import what the transcripts ``paths`` (of ``harness``, a key of ``READERS``) hold
     that their sessions lack, in one import. Transcripts are read one at a time; what
@@ -147,8 +148,12 @@ def import_transcript(
         # Private, like every file of the home that holds conversation (write_atomic's 0600).
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out, _removed_on_error(part):
+            if meter is not None and len(chosen) > 1:
+                meter.stage("reading transcripts", len(chosen))
             for path in chosen:
                 transcript = read(_lines(path))
+                if meter is not None and len(chosen) > 1:
+                    meter.advance()
                 messages += transcript.messages
                 skipped.update(transcript.skipped)
                 for sid, ms in transcript.sessions.items():
@@ -176,7 +181,7 @@ def import_transcript(
             part.unlink()
             return report
         os.replace(part, pending)
-        imported = import_jsonl(home, pending, now=now, config=config, store=store)
+        imported = import_jsonl(home, pending, now=now, config=config, store=store, meter=meter)
         crash_point("transcript-after-import")
         _clear(home, pending)
     return dataclasses.replace(report, imported=imported)

@@ -27,7 +27,7 @@ import msgspec
 from tether import files
 from tether.errors import SessionError, TetherError
 from tether.ids import is_session_id, session_id
-from tether.ports import Store
+from tether.ports import Progress, Store
 from tether.records import (
     Assistant,
     IndexCursor,
@@ -217,6 +217,7 @@ def index_home(
     *,
     batch_rows: int = BATCH_ROWS,
     only: Sequence[str] | None = None,
+    meter: Progress | None = None,
 ) -> IndexReport:
     """Index what was appended to the home's session logs since the last pass.
 
@@ -242,8 +243,12 @@ def index_home(
     # _session_ids yields valid ids only; ids in ``only`` are checked here.
     listed = only is None
     ids = _session_ids(home) if only is None else only
+    if meter is not None:
+        meter.stage("indexing sessions")
     for sid in ids:
         sessions += 1
+        if meter is not None:
+            meter.advance()
         try:
             checked = sid if listed else session_id(sid)
             items = _session_rows(root, checked, cursors, known.get(checked, 0), allow)
@@ -263,8 +268,8 @@ def index_home(
     return IndexReport(sessions=sessions, files=files_read, rows=rows, errors=tuple(errors))
 
 
-def reindex(home: Path, store: Store) -> IndexReport:
+def reindex(home: Path, store: Store, *, meter: Progress | None = None) -> IndexReport:
     """Drop the log index and build it again from the files (notes, pages, the journal
     and recall counts are kept: recall counts are keyed by session and turn, not rows)."""
     store.reset_index()
-    return index_home(home, store)
+    return index_home(home, store, meter=meter)

@@ -32,7 +32,7 @@ from tether.core.sweep.errors import ConditionError, PacketError
 from tether.core.sweep.packet import decode_packet, encode_packet
 from tether.core.sweep.triggers import compile_text
 from tether.memory.identity import Identity
-from tether.ports import Store, SweepStore
+from tether.ports import Progress, Store, SweepStore
 from tether.records import JournalEntry, TextCell
 from tether.scan import packets
 from tether.scan.secrets import Finding, redact, scan
@@ -118,6 +118,7 @@ def scan_memory(
     time: datetime,
     who: str = "owner",
     sweep: SweepStore | None = None,
+    meter: Progress | None = None,
 ) -> ScanReport:
     """Every secret in durable memory (see the module doc); with ``fix``, redacted."""
     places: list[SecretPlace] = []
@@ -131,7 +132,12 @@ def scan_memory(
 
     found_in: list[tuple[TextCell, str, list[SecretPlace]]] = []  # cell, new text, places
 
+    if meter is not None:
+        meter.stage("scanning memory")
+
     def visit(cell: TextCell) -> None:
+        if meter is not None:
+            meter.advance()
         hits = scan(cell.text, allow=allow)
         if not hits:
             return
