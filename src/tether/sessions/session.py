@@ -36,6 +36,7 @@ from tether.records import (
     LogRecord,
     SessionStart,
     ToolResult,
+    TurnError,
     Usage,
     User,
     is_utc,
@@ -101,7 +102,7 @@ def _scan(path: Path, epoch: int, records: Sequence[LogRecord], first_line: int 
         if r.time.tzinfo is not UTC and not is_utc(r.time):
             raise CorruptLogError(path, line, "time must be UTC (Z or +00:00)")
         if isinstance(r, User):
-            turns += 1
+            turns += not r.retry  # a retry after compaction is the same turn
         elif isinstance(r, ToolResult):
             untrusted = untrusted or r.untrusted
         elif isinstance(r, SessionStart) and line != 1:
@@ -262,7 +263,8 @@ class Session:
         return isinstance(self._records[-1], EpochEnd)
 
     def turns(self) -> int:
-        """User records over every epoch: the first is turn 1 for the session's life."""
+        """User records over every epoch (a ``retry`` one is the turn before it again):
+        the first is turn 1 for the session's life."""
         return self._earlier.turns + self._current.turns
 
     def untrusted(self) -> bool:
@@ -279,6 +281,10 @@ class Session:
         """The request for the current epoch as it stands."""
         return replay.messages(self.baseline, self.carry, self._records)
 
+    def open_turn(self) -> bool:
+        """True when the epoch's last turn has no answer and no TurnError."""
+        return replay.open_turn(self._records)
+
     # -- writing ----------------------------------------------------------------------
 
     def append(self, *records: LogRecord) -> None:
@@ -293,10 +299,29 @@ class Session:
         if self.ended:
             raise SessionError(f"{self.log_path}: epoch {self.epoch} has ended")
         with files.locked(self.log_path) as fd:
+            self._append_locked(fd, records)
+
+    def close_interrupted(self, time: datetime) -> bool:
+        """Close a turn a killed process left open (its User with nothing after it) with
+        ``TurnError{kind: "interrupted"}``. Checked and appended under the log's lock, so
+        of two processes opening the session at once one closes it; True if this did.
+        The caller holds the session busy, so no live turn is mistaken for a dead one."""
+        if self.ended or not is_utc(time):
+            return False
+        with files.locked(self.log_path) as fd:
             size = files.repair_torn_tail(fd)
             if size != self._size:
                 self._catch_up(fd, size)
-            self._size = files.append_durable(fd, files.encode_records(records))
+            if self.ended or not self.open_turn():
+                return False
+            self._append_locked(fd, [TurnError(time=time, kind="interrupted")])
+        return True
+
+    def _append_locked(self, fd: int, records: Sequence[LogRecord]) -> None:
+        size = files.repair_torn_tail(fd)
+        if size != self._size:
+            self._catch_up(fd, size)
+        self._size = files.append_durable(fd, files.encode_records(records))
         added = _scan(self.log_path, self.epoch, records, first_line=len(self._records) + 1)
         self._records.extend(records)
         self._current = _EpochStats(
