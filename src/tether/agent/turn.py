@@ -227,8 +227,12 @@ class Agent:
         session = Session.open(self.home, sid) if Session.exists(self.home, sid) else None
         baseline = session.baseline if session is not None else self.new_baseline()
         needed = fresh_tokens(baseline, text)
+        base = fresh_tokens(baseline, "")
         n_ctx = self.config.expect.n_ctx
-        if needed >= n_ctx:
+        # A baseline over the limit by the estimate alone is left to the server to judge
+        # (the estimate may be above a real tokenizer's count); a message is refused when
+        # it is over by itself, or over together with a baseline that fits.
+        if needed - base >= n_ctx or base < n_ctx <= needed:
             raise MessageTooLargeError(len(text.encode()), needed, n_ctx)
         if session is not None:
             return session
@@ -310,9 +314,9 @@ class Agent:
         retry: bool = False,
     ) -> TurnDone:
         started = _time.perf_counter()
-        # A refusal in an epoch that holds earlier turns compacts and retries; in a fresh
-        # one (or on the retry) compacting cannot help.
-        may_retry = not retry and any(isinstance(r, User) for r in session.records)
+        # A refusal compacts and retries once when the epoch holds something to compact
+        # away: earlier turns, or this turn's tool results. In a fresh epoch it cannot help.
+        earlier = any(isinstance(r, User) for r in session.records)
         user = User(time=self.clock.now(), text=text, speaker=speaker, retry=retry)
         await _append(session, user)
         crash_point("turn-after-user")
@@ -336,7 +340,7 @@ class Agent:
             except LlmError as exc:
                 kind = _error_kind(exc)
                 await _append(session, TurnError(time=self.clock.now(), kind=kind))
-                if kind == "session_full" and may_retry and step == 0:
+                if kind == "session_full" and not retry and (earlier or step > 0):
                     raise _Retry from exc
                 raise TurnFailedError(session.id, kind, exc) from exc
             now = self.clock.now()
