@@ -1,7 +1,7 @@
 """One turn: User in, the tool loop on the session's own slot, Assistant and Usage out.
 
 Every record is appended (durably) as it happens, so a crash at any point leaves a valid
-log: at worst a User with no answer, which the next turn simply follows.
+log: at worst a turn with no answer, which the next open closes as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class MessageTooLargeError(BadInputError):
         super().__init__(
             f"message too large: {size} bytes, about {tokens} tokens with the system prompt "
             f"and tools, and a fresh epoch holds {n_ctx} ([expect] n_ctx); nothing was logged. "
-            "Send it in parts, or a file's path for the agent to read"
+            "Send it in parts, or save it as a page (`tether page write`) for the agent to read"
         )
         self.size = size
         self.tokens = tokens
@@ -101,6 +101,7 @@ class TurnFailedError(TetherError):
         self.runbook = cause.runbook or _RUNBOOK.get(kind)
 
 
+_CLOSED = "turn session=%s closed as interrupted (its process died; runbook: turn-interrupted)"
 _RUNBOOK: dict[str, str] = {"session_full": "session-full"}
 
 
@@ -246,7 +247,7 @@ class Agent:
 
     def _close_interrupted(self, session: Session) -> None:
         if session.close_interrupted(self.clock.now()):
-            log.warning("turn session=%s closed as interrupted (its process died)", session.id)
+            log.warning(_CLOSED, session.id)
 
     def close_interrupted_all(self) -> list[str]:
         """At daemon start: close every session's turn a killed process left open. A
@@ -254,6 +255,8 @@ class Agent:
         closed = []
         for sid in list_sessions(self.home):
             try:
+                if not Session.may_have_open_turn(self.home, sid):
+                    continue  # most sessions: their log's tail says the turn ended
                 with self.busy.try_hold(sid) as held:
                     if not held or not Session.exists(self.home, sid):
                         continue
@@ -262,7 +265,7 @@ class Agent:
             except TetherError as exc:
                 log.warning("session=%s not checked for an interrupted turn: %s", sid, exc)
         for sid in closed:
-            log.warning("turn session=%s closed as interrupted (its process died)", sid)
+            log.warning(_CLOSED, sid)
         if closed:
             self._index_many(closed)
         return closed

@@ -82,18 +82,22 @@ def _dropped(records: Sequence[LogRecord]) -> set[int]:
     return out
 
 
+def decides_turn(records: Sequence[LogRecord]) -> bool | None:
+    """Whether the last turn is open, from the last record that says: a User, ToolCall or
+    ToolResult leaves it open; an Assistant (the final answer: a ToolCall after it would
+    reopen it), a TurnError or an EpochEnd closes it; None when no record says."""
+    for r in reversed(records):
+        if isinstance(r, User | ToolCall | ToolResult):
+            return True
+        if isinstance(r, Assistant | TurnError | EpochEnd):
+            return False
+    return None
+
+
 def open_turn(records: Sequence[LogRecord]) -> bool:
     """True when the epoch's last turn has neither an answer nor a TurnError: a process
-    died in it (a final Assistant is one not followed by a ToolCall or ToolResult)."""
-    state = False
-    for r in records:
-        if isinstance(r, User | ToolCall | ToolResult):
-            state = True
-        elif isinstance(r, Assistant):
-            state = False  # a ToolCall right after it reopens the turn
-        elif isinstance(r, TurnError | EpochEnd):
-            state = False
-    return state
+    died in it. Usage, ToolSummary and SessionStart do not decide."""
+    return decides_turn(records) is True
 
 
 def messages(

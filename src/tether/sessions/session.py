@@ -45,6 +45,9 @@ from tether.records import (
 SESSIONS_DIR = "sessions"
 _EPOCH_FILE = re.compile(r"(0|[1-9][0-9]*)\.(baseline\.json|jsonl)")
 _baseline_decoder = msgspec.json.Decoder(Baseline)
+#: How much of a log's end ``may_have_open_turn`` reads (a turn's last records are
+#: small: a Usage, an Assistant; a tail that decides nothing means a full open).
+_TAIL_BYTES = 4096
 
 
 def baseline_bytes(baseline: Baseline) -> bytes:
@@ -162,6 +165,30 @@ class Session:
         creation that never finished: no session yet)."""
         directory = session_dir(home, sid)
         return directory.is_dir() and bool(cls.epochs_on_disk(directory))
+
+    @classmethod
+    def may_have_open_turn(cls, home: Path, sid: str) -> bool:
+        """A cheap look at the tail of the session's current log: False when its last
+        turn surely ended, so a start-up check over many sessions opens only the few that
+        may not have (``replay.open_turn`` depends on the last records alone)."""
+        directory = os.path.join(home, SESSIONS_DIR, session_id(sid))
+        try:
+            epochs = cls.epochs_on_disk(directory)
+        except FileNotFoundError:
+            return False
+        if not epochs:
+            return False
+        path = f"{directory}/{epochs[-1]}.jsonl"
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - _TAIL_BYTES)
+            f.seek(start)
+            data = f.read()
+        lines, _ = files.split_complete(data)
+        if start > 0:
+            lines = lines[1:]  # the first line may be cut by the window
+        records = files.decode_lines(Path(path), lines)
+        return replay.decides_turn(records) is not False
 
     @classmethod
     def open(cls, home: Path, sid: str) -> Session:
