@@ -188,3 +188,27 @@ async def test_a_turn_refused_for_good_is_not_replayed_and_the_next_turn_works(
     quokka = [h for h in recall_json(home, "quokka") if "quokka" in str(h["text"])]
     assert len(quokka) == 1
     assert quokka[0]["turn"] == 2
+
+
+async def test_a_refused_message_is_not_carried_by_the_fallback_summary(
+    home: Path, fake: FakeLlama
+) -> None:
+    """The summary call fails too: the owner's messages are the carry, but not the one
+    that was refused, or the new epoch would start with the message that did not fit."""
+    rt = runtime(home, fake, n_ctx=32768)
+    try:
+        await rt.agent.run_turn("chat", "remember the blue door")
+        fake.script(Reply(status=400, error_body=context_error_json(40000, 32768)), slot=0)
+        fake.script(Reply(status=500, error_body={"error": {"message": "boom"}}), slot=1)
+        fake.script(Reply(content="answered after all"), slot=0)
+        done = await rt.agent.run_turn("chat", "the walrus essay")
+        assert done.reply == "answered after all"
+    finally:
+        await rt.aclose()
+    s = Session.open(home, "chat")
+    assert s.carry is not None
+    assert "blue door" in s.carry
+    assert "walrus" not in s.carry
+    # The retried message was sent once in the new epoch, after the carry.
+    assert user_texts(fake, -1)[-1] == "the walrus essay"
+    assert sum("walrus" in t for t in user_texts(fake, -1)) == 1

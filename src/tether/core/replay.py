@@ -70,8 +70,9 @@ def fresh_tokens(baseline: Baseline, text: str) -> int:
     )
 
 
-def _dropped(records: Sequence[LogRecord]) -> set[int]:
-    """Indexes of the records of turns ended by a ``session_full`` TurnError."""
+def refused(records: Sequence[LogRecord]) -> set[int]:
+    """Indexes of the records of turns ended by a ``session_full`` TurnError: nothing
+    of them goes to the model again (a request, a fallback summary)."""
     out: set[int] = set()
     start = 0
     for i, r in enumerate(records):
@@ -109,7 +110,7 @@ def messages(
     out: list[ChatMessage] = [ChatMessage(role="system", content=system_text(baseline))]
     if carry is not None:
         out.append(carry_message(carry))
-    dropped = _dropped(records)
+    dropped = refused(records)
     # The message under construction: (content, tool calls), flushed when anything else
     # arrives so that an Assistant and the ToolCalls logged right after it stay one message.
     building: tuple[str, list[ToolCallRequest]] | None = None
