@@ -333,7 +333,9 @@ class Session:
         ``TurnError{kind: "interrupted"}``. Checked and appended under the log's lock, so
         of two processes opening the session at once one closes it; True if this did.
         The caller holds the session busy, so no live turn is mistaken for a dead one."""
-        if self.ended or not is_utc(time):
+        if not is_utc(time):
+            raise SessionError(f"refusing to log a non-UTC time: {time.isoformat()}")
+        if self.ended:
             return False
         with files.locked(self.log_path) as fd:
             size = files.repair_torn_tail(fd)
