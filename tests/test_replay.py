@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core.replay import CARRY_HEADING, messages
+from tether.core.replay import CARRY_HEADING, messages, open_turn
 from tether.records import (
     Assistant,
     Baseline,
@@ -119,3 +119,46 @@ def test_bookkeeping_records_do_not_change_the_prefix() -> None:
         ),
     ]
     assert messages(BASE, None, recs) == messages(BASE, None, recs + extra)
+
+
+def flat(turn_list: list[list[LogRecord]]) -> list[LogRecord]:
+    return [r for t in turn_list for r in t]
+
+
+@given(st.lists(turns(), max_size=4), turns(), st.lists(turns(), max_size=3), st.none() | text)
+def test_a_turn_refused_as_session_full_never_reaches_the_model(
+    before: list[list[LogRecord]],
+    refused: list[LogRecord],
+    after: list[list[LogRecord]],
+    carry: str | None,
+) -> None:
+    """However the refused turn went (tool rounds, then the refusal), the requests after
+    it are those of a log without it: one oversized message cannot poison the epoch."""
+    head: list[LogRecord] = [SessionStart(time=T, epoch=0, slot=0, baseline="h")]
+    cut = [r for r in refused if not isinstance(r, Assistant | Usage | TurnError)]
+    if cut and isinstance(cut[-1], ToolCall):
+        cut = cut[:-1]  # the refusal came on a request, after whole tool rounds
+    with_it = [*head, *flat(before), *cut, TurnError(time=T, kind="session_full")]
+    without = [*head, *flat(before)]
+    assert messages(BASE, carry, with_it) == messages(BASE, carry, without)
+    tail = flat(after)
+    assert messages(BASE, carry, [*with_it, *tail]) == messages(BASE, carry, [*without, *tail])
+
+
+@given(st.lists(turns(), max_size=4))
+def test_an_open_turn_is_one_a_process_died_in(done: list[list[LogRecord]]) -> None:
+    head: list[LogRecord] = [SessionStart(time=T, epoch=0, slot=0, baseline="h")]
+    log = [*head, *flat(done)]
+    assert not open_turn(log)  # every turn ended with an answer or a TurnError
+    bare = [*log, User(time=T, text="hi")]
+    assert open_turn(bare)
+    assert not open_turn([*bare, TurnError(time=T, kind="interrupted")])
+    calls = [
+        *bare,
+        ToolCall(time=T, id="x", name="note", args={}),
+        Usage(time=T, cache_n=0, prompt_n=1, predicted_n=1),
+    ]
+    assert open_turn(calls)  # killed between the calls and their results
+    result = ToolResult(time=T, tool_call_id="x", content="ok", class_="m", untrusted=False)
+    assert open_turn([*calls, result])
+    assert not open_turn([*calls, result, Assistant(time=T, text="done")])

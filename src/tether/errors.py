@@ -21,6 +21,8 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   ├── ManagedBlockError        AGENTS.md's tether block markers are malformed (file, line)
     │   ├── ImportFormatError        a line of an import file (file and line)
     │   │   └── ImportChangedError   ... that changed between the import's check and write
+    │   ├── MessageTooLargeError     [agent.turn] a message that cannot fit even a fresh epoch;
+    │   │                            refused before it is logged (bytes, tokens, n_ctx)
     │   ├── ExtraMissingError        an optional extra is not installed (extra, how to install)
     │   ├── IdentityError            [memory.identity] an identity edit that cannot be applied:
     │   │                            an unknown entry id, no text (the message only)

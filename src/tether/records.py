@@ -42,11 +42,14 @@ class SessionStart(_LogRecord, tag=True, frozen=True):
     baseline: str
 
 
-class User(_LogRecord, tag=True, frozen=True):
-    """An owner (or scheduler) message: one turn."""
+class User(_LogRecord, tag=True, frozen=True, omit_defaults=True):
+    """An owner (or scheduler) message: one turn. ``retry``: the same message again in
+    the next epoch, after the previous epoch refused it as context-full and compacted;
+    it continues that turn (not counted, not indexed again)."""
 
     text: str
     speaker: str | None = None
+    retry: bool = False
 
 
 class Assistant(_LogRecord, tag=True, frozen=True):
@@ -91,12 +94,12 @@ class Usage(_LogRecord, tag=True, frozen=True):
 
 
 TurnErrorKind = Literal[
-    "session_full",  # the prompt does not fit the slot, even after compaction
+    "session_full",  # the prompt does not fit the slot, even after compaction (not replayed)
     "llm_unreachable",
     "llm_timeout",
     "llm_protocol",
     "tool_step_limit",  # the tool loop hit its step limit
-    "interrupted",  # the daemon stopped mid-turn
+    "interrupted",  # the process stopped mid-turn (closed then, or at the next open)
 ]
 
 

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +52,24 @@ class BusySet:
                 yield
             finally:
                 os.close(fd)
+
+    @contextlib.contextmanager
+    def try_hold(self, sid: str) -> Iterator[bool]:
+        """Hold the session's cross-process lock if it is free now, without waiting;
+        yields whether it is held. Sync, for start-up, before this process runs turns."""
+        session_id(sid)
+        directory = self.root / sid
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / ".turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
 
 
 #: A waiter's priority: fixed, or asked again each time the gate picks who goes next

@@ -1,7 +1,7 @@
 """One turn: User in, the tool loop on the session's own slot, Assistant and Usage out.
 
 Every record is appended (durably) as it happens, so a crash at any point leaves a valid
-log: at worst a User with no answer, which the next turn simply follows.
+log: at worst a turn with no answer, which the next open closes as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from tether.broker import Broker
 from tether.config import Config
 from tether.core.compaction import should_compact
 from tether.core.memory_block import build_block
+from tether.core.replay import fresh_tokens
 from tether.core.scheduling import Priority
 from tether.errors import (
+    BadInputError,
     ConfigError,
     ContextFullError,
     LlmError,
@@ -46,7 +48,7 @@ from tether.records import (
     Usage,
     User,
 )
-from tether.sessions import Session
+from tether.sessions import Session, list_sessions
 from tether.tools import schemas
 from tether.tools.box import ToolBox, ToolContext
 
@@ -68,6 +70,26 @@ class TurnDone:
     compact_due: bool = False
 
 
+class _Retry(Exception):
+    """The turn's message was refused as context-full in an epoch with earlier turns."""
+
+
+class MessageTooLargeError(BadInputError):
+    """A message that cannot fit even a fresh epoch; refused before it is logged."""
+
+    runbook = "message-too-large"
+
+    def __init__(self, size: int, tokens: int, n_ctx: int) -> None:
+        super().__init__(
+            f"message too large: {size} bytes, about {tokens} tokens with the system prompt "
+            f"and tools, and a fresh epoch holds {n_ctx} ([expect] n_ctx); nothing was logged. "
+            "Send it in parts, or save it as a page (`tether page write`) for the agent to read"
+        )
+        self.size = size
+        self.tokens = tokens
+        self.n_ctx = n_ctx
+
+
 class TurnFailedError(TetherError):
     """A turn ended without an answer; its TurnError record is in the log."""
 
@@ -76,7 +98,11 @@ class TurnFailedError(TetherError):
         self.session = session
         self.kind = kind
         self.cause = cause
-        self.runbook = cause.runbook or ("session-full" if kind == "session_full" else None)
+        self.runbook = cause.runbook or _RUNBOOK.get(kind)
+
+
+_CLOSED = "turn session=%s closed as interrupted (its process died; runbook: turn-interrupted)"
+_RUNBOOK: dict[str, str] = {"session_full": "session-full"}
 
 
 async def _append(session: Session, *records: LogRecord) -> None:
@@ -174,14 +200,13 @@ class Agent:
         async with self.busy.hold(sid):
             # File and SQLite work runs in a worker thread: a scheduled turn's fsyncs and
             # indexing must not hold the event loop while a live turn waits on it.
-            session = await asyncio.to_thread(self.open_or_create, sid, slot)
+            session = await asyncio.to_thread(self._open_for, sid, text, slot)
             try:
+                await asyncio.to_thread(self._close_interrupted, session)
                 await self._compact_if_due(session)
                 try:
                     done = await self._turn(session, text, speaker, priority)
-                except TurnFailedError as exc:
-                    if exc.kind != "session_full":
-                        raise
+                except _Retry:
                     # Results this epoch logged get their summaries queued (and waited
                     # for) before it closes.
                     self._after_turn(session)
@@ -189,11 +214,61 @@ class Agent:
                         await self.compactor.compact(session)
                     except CompactionFailedError as failed:
                         raise TurnFailedError(session.id, "session_full", failed) from failed
-                    done = await self._turn(session, text, speaker, priority)
+                    # Marked a retry: the same turn, counted and indexed once.
+                    done = await self._turn(session, text, speaker, priority, retry=True)
                 return dataclasses.replace(done, compact_due=self.due(session))
             finally:
                 self._after_turn(session)
                 await asyncio.to_thread(self._index, session.id)
+
+    def _open_for(self, sid: str, text: str, slot: int | None) -> Session:
+        """Open (or create) the session for ``text``, refusing first, before anything is
+        logged or created, a message that cannot fit even a fresh epoch (by the documented
+        token estimate; the server has the last word)."""
+        session = Session.open(self.home, sid) if Session.exists(self.home, sid) else None
+        baseline = session.baseline if session is not None else self.new_baseline()
+        needed = fresh_tokens(baseline, text)
+        base = fresh_tokens(baseline, "")
+        n_ctx = self.config.expect.n_ctx
+        # A baseline over the limit by the estimate alone is left to the server to judge
+        # (the estimate may be above a real tokenizer's count); a message is refused when
+        # it is over by itself, or over together with a baseline that fits.
+        if needed - base >= n_ctx or base < n_ctx <= needed:
+            raise MessageTooLargeError(len(text.encode()), needed, n_ctx)
+        if session is not None:
+            return session
+        return Session.create(
+            self.home,
+            sid,
+            baseline=baseline,
+            slot=self.config.slots.main if slot is None else slot,
+            time=self.clock.now(),
+        )
+
+    def _close_interrupted(self, session: Session) -> None:
+        if session.close_interrupted(self.clock.now()):
+            log.warning(_CLOSED, session.id)
+
+    def close_interrupted_all(self) -> list[str]:
+        """At daemon start: close every session's turn a killed process left open. A
+        session busy in another process (an in-process chat) is skipped: it is live."""
+        closed = []
+        for sid in list_sessions(self.home):
+            try:
+                if not Session.may_have_open_turn(self.home, sid):
+                    continue  # most sessions: their log's tail says the turn ended
+                with self.busy.try_hold(sid) as held:
+                    if not held or not Session.exists(self.home, sid):
+                        continue
+                    if Session.open(self.home, sid).close_interrupted(self.clock.now()):
+                        closed.append(sid)
+            except TetherError as exc:
+                log.warning("session=%s not checked for an interrupted turn: %s", sid, exc)
+        for sid in closed:
+            log.warning(_CLOSED, sid)
+        if closed:
+            self._index_many(closed)
+        return closed
 
     def _after_turn(self, session: Session) -> None:
         for hook in self.after_turn:
@@ -201,7 +276,10 @@ class Agent:
 
     def _index(self, sid: str) -> None:
         """Make the turn's records findable by recall now (one session: cheap)."""
-        report = index_home(self.home, self.store, only=[sid])
+        self._index_many([sid])
+
+    def _index_many(self, sids: list[str]) -> None:
+        report = index_home(self.home, self.store, only=sids)
         for session, error in report.errors:
             log.warning("index session=%s skipped: %s", session, error)
 
@@ -230,13 +308,23 @@ class Agent:
             return await self.compactor.compact(session)
 
     async def _turn(
-        self, session: Session, text: str, speaker: str | None, priority: Priority
+        self,
+        session: Session,
+        text: str,
+        speaker: str | None,
+        priority: Priority,
+        *,
+        retry: bool = False,
     ) -> TurnDone:
         started = _time.perf_counter()
-        await _append(session, User(time=self.clock.now(), text=text, speaker=speaker))
+        # A refusal compacts and retries once when the epoch holds something to compact
+        # away: earlier turns, or this turn's tool results. In a fresh epoch it cannot help.
+        earlier = any(isinstance(r, User) for r in session.records)
+        user = User(time=self.clock.now(), text=text, speaker=speaker, retry=retry)
+        await _append(session, user)
         crash_point("turn-after-user")
         usage: Usage | None = None
-        for _ in range(self.config.tools.step_limit):
+        for step in range(self.config.tools.step_limit):
             request = CompletionRequest(
                 messages=tuple(session.messages()),
                 tools=session.baseline.tools,
@@ -255,6 +343,8 @@ class Agent:
             except LlmError as exc:
                 kind = _error_kind(exc)
                 await _append(session, TurnError(time=self.clock.now(), kind=kind))
+                if kind == "session_full" and not retry and (earlier or step > 0):
+                    raise _Retry from exc
                 raise TurnFailedError(session.id, kind, exc) from exc
             now = self.clock.now()
             usage = Usage(

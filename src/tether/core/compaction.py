@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tether.core.replay import refused
 from tether.records import LogRecord, Usage, User
 
 CHECKPOINTS_HEADING = "Compaction checkpoints (the raw conversation, re-read with page_read):"
@@ -31,7 +32,12 @@ def fallback_summary(records: Sequence[LogRecord], limit: int) -> str:
     When they do not all fit, the oldest go first: the newest are what the next epoch most
     needs. An empty result means there was nothing to carry.
     """
-    texts = [r.text.strip() for r in records if isinstance(r, User) and r.text.strip()]
+    skip = refused(records)  # a message too large to send is too large to carry
+    texts = [
+        r.text.strip()
+        for i, r in enumerate(records)
+        if isinstance(r, User) and r.text.strip() and i not in skip
+    ]
     if not texts or limit <= 0:
         return ""
     heading = "The model's summary was unavailable; these are the owner's messages:\n"

@@ -72,6 +72,8 @@ async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> No
     try:
         scheduler = build_scheduler(runtime, jobs)
         scheduler.recover()  # we are the home's only daemon: close a dead one's runs
+        # ... and the turns a killed process left open (a bare User): interrupted.
+        await asyncio.to_thread(runtime.agent.close_interrupted_all)
     except BaseException:
         await runtime.aclose()
         raise

@@ -11,7 +11,9 @@ said, but recall, which hands rows to the agent in any session, never shows a ke
 pasted in one of them.
 
 Turn numbers span epochs: the k-th User record of the session is turn k, the rows after
-it belong to it, rows before the first User are turn 0. Taint is monotone: once an
+it belong to it, rows before the first User are turn 0. A ``User{retry: true}`` (the same
+message retried in the next epoch after compaction) is neither indexed nor counted: its
+reply belongs to the turn it retries. Taint is monotone: once an
 untrusted ToolResult has been read, every later row of the session is tainted.
 """
 
@@ -104,6 +106,8 @@ def _rows(
         kind: LogField
         row_tainted = tainted
         if isinstance(r, User):
+            if r.retry:
+                continue  # the turn's message again after compaction: indexed once
             turn += 1
             kind, text = "user", r.text
         elif isinstance(r, Assistant):

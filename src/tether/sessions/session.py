@@ -36,6 +36,7 @@ from tether.records import (
     LogRecord,
     SessionStart,
     ToolResult,
+    TurnError,
     Usage,
     User,
     is_utc,
@@ -44,6 +45,9 @@ from tether.records import (
 SESSIONS_DIR = "sessions"
 _EPOCH_FILE = re.compile(r"(0|[1-9][0-9]*)\.(baseline\.json|jsonl)")
 _baseline_decoder = msgspec.json.Decoder(Baseline)
+#: How much of a log's end ``may_have_open_turn`` reads (a turn's last records are
+#: small: a Usage, an Assistant; a tail that decides nothing means a full open).
+_TAIL_BYTES = 4096
 
 
 def baseline_bytes(baseline: Baseline) -> bytes:
@@ -101,7 +105,7 @@ def _scan(path: Path, epoch: int, records: Sequence[LogRecord], first_line: int 
         if r.time.tzinfo is not UTC and not is_utc(r.time):
             raise CorruptLogError(path, line, "time must be UTC (Z or +00:00)")
         if isinstance(r, User):
-            turns += 1
+            turns += not r.retry  # a retry after compaction is the same turn
         elif isinstance(r, ToolResult):
             untrusted = untrusted or r.untrusted
         elif isinstance(r, SessionStart) and line != 1:
@@ -161,6 +165,30 @@ class Session:
         creation that never finished: no session yet)."""
         directory = session_dir(home, sid)
         return directory.is_dir() and bool(cls.epochs_on_disk(directory))
+
+    @classmethod
+    def may_have_open_turn(cls, home: Path, sid: str) -> bool:
+        """A cheap look at the tail of the session's current log: False when its last
+        turn surely ended, so a start-up check over many sessions opens only the few that
+        may not have (``replay.open_turn`` depends on the last records alone)."""
+        directory = os.path.join(home, SESSIONS_DIR, session_id(sid))
+        try:
+            epochs = cls.epochs_on_disk(directory)
+        except FileNotFoundError:
+            return False
+        if not epochs:
+            return False
+        path = f"{directory}/{epochs[-1]}.jsonl"
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - _TAIL_BYTES)
+            f.seek(start)
+            data = f.read()
+        lines, _ = files.split_complete(data)
+        if start > 0:
+            lines = lines[1:]  # the first line may be cut by the window
+        records = files.decode_lines(Path(path), lines)
+        return replay.decides_turn(records) is not False
 
     @classmethod
     def open(cls, home: Path, sid: str) -> Session:
@@ -262,7 +290,8 @@ class Session:
         return isinstance(self._records[-1], EpochEnd)
 
     def turns(self) -> int:
-        """User records over every epoch: the first is turn 1 for the session's life."""
+        """User records over every epoch (a ``retry`` one is the turn before it again):
+        the first is turn 1 for the session's life."""
         return self._earlier.turns + self._current.turns
 
     def untrusted(self) -> bool:
@@ -279,6 +308,10 @@ class Session:
         """The request for the current epoch as it stands."""
         return replay.messages(self.baseline, self.carry, self._records)
 
+    def open_turn(self) -> bool:
+        """True when the epoch's last turn has no answer and no TurnError."""
+        return replay.open_turn(self._records)
+
     # -- writing ----------------------------------------------------------------------
 
     def append(self, *records: LogRecord) -> None:
@@ -293,10 +326,31 @@ class Session:
         if self.ended:
             raise SessionError(f"{self.log_path}: epoch {self.epoch} has ended")
         with files.locked(self.log_path) as fd:
+            self._append_locked(fd, records)
+
+    def close_interrupted(self, time: datetime) -> bool:
+        """Close a turn a killed process left open (its User with nothing after it) with
+        ``TurnError{kind: "interrupted"}``. Checked and appended under the log's lock, so
+        of two processes opening the session at once one closes it; True if this did.
+        The caller holds the session busy, so no live turn is mistaken for a dead one."""
+        if not is_utc(time):
+            raise SessionError(f"refusing to log a non-UTC time: {time.isoformat()}")
+        if self.ended:
+            return False
+        with files.locked(self.log_path) as fd:
             size = files.repair_torn_tail(fd)
             if size != self._size:
                 self._catch_up(fd, size)
-            self._size = files.append_durable(fd, files.encode_records(records))
+            if self.ended or not self.open_turn():
+                return False
+            self._append_locked(fd, [TurnError(time=time, kind="interrupted")])
+        return True
+
+    def _append_locked(self, fd: int, records: Sequence[LogRecord]) -> None:
+        size = files.repair_torn_tail(fd)
+        if size != self._size:
+            self._catch_up(fd, size)
+        self._size = files.append_durable(fd, files.encode_records(records))
         added = _scan(self.log_path, self.epoch, records, first_line=len(self._records) + 1)
         self._records.extend(records)
         self._current = _EpochStats(
