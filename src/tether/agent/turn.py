@@ -118,7 +118,7 @@ class Agent:
         self.llm = llm
         self.tools = tools
         self.clock = clock
-        self.broker = Broker(config.tools.granted)
+        self.broker = Broker(config.tools)
         self.busy = BusySet(home / "sessions")
         self.gates = SlotGates()
         #: Background work on a session's log (tool summaries) that compaction waits for.
@@ -136,12 +136,14 @@ class Agent:
             inflight=self.inflight,
         )
 
-    def new_baseline(self) -> Baseline:
-        """system.md + the memory block as identity stands now + the granted tool schemas."""
+    def new_baseline(self, sid: str | None = None) -> Baseline:
+        """system.md + the memory block as identity stands now + the schemas of the tools
+        granted to session ``sid`` (a scheduled session may have its own)."""
         system = read_prompt(self.home, "system.md")
         entries = Identity(self.home, self.store).entries()
         block = build_block(entries, self.config.memory.block_tokens)
-        return Baseline(system=system, memory=block, tools=schemas.schemas(self.broker.offered()))
+        tools = schemas.schemas(self.broker.offered(sid))
+        return Baseline(system=system, memory=block, tools=tools)
 
     def open_or_create(self, sid: str, slot: int | None = None) -> Session:
         try:
@@ -150,7 +152,7 @@ class Agent:
             return Session.create(
                 self.home,
                 sid,
-                baseline=self.new_baseline(),
+                baseline=self.new_baseline(sid),
                 slot=self.config.slots.main if slot is None else slot,
                 time=self.clock.now(),
             )
@@ -296,7 +298,9 @@ class Agent:
 
     async def _run_tool(self, session: Session, call: ToolCall) -> None:
         untrusted = session.untrusted()
-        refusal = self.broker.authorise(call.name, untrusted=untrusted, known=ToolBox.known())
+        refusal = self.broker.authorise(
+            call.name, session=session.id, untrusted=untrusted, known=ToolBox.known()
+        )
         if refusal is not None:
             result = ToolResult(
                 time=self.clock.now(),
@@ -306,7 +310,12 @@ class Agent:
                 untrusted=False,
             )
         else:
-            ctx = ToolContext(session=session.id, untrusted=untrusted, time=self.clock.now())
+            ctx = ToolContext(
+                session=session.id,
+                untrusted=untrusted,
+                time=self.clock.now(),
+                owner_urls=session.owner_urls(),
+            )
             outcome = await self.tools.run(call.name, call.args, ctx)
             result = ToolResult(
                 time=self.clock.now(),
