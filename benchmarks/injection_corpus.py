@@ -99,11 +99,13 @@ class Server:
 
     def __init__(self, answer: Any) -> None:
         self.hits: list[str] = []
+        self.hosts: list[str] = []  # the Host header of each request
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.hits.append(self.path)
+                outer.hosts.append(self.headers.get("host", ""))
                 status, headers, body = answer(self.path)
                 self.send_response(status)
                 for k, v in headers.items():
