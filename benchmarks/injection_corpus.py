@@ -605,24 +605,46 @@ async def run_all(root: Path) -> list[Outcome]:
         return [await c.run(case) for case in c.all]
 
 
+@contextlib.contextmanager
+def rules_off() -> Iterator[None]:
+    """The baseline: tether as it was before issue 24 (no address rule, no tainted-fetch
+    rule, the tiering job granted every tool), the guard still refusing every
+    non-loopback lookup and connection, so what would have gone out is counted, not sent."""
+    from tether import broker
+    from tether.core import egress
+
+    saved = (egress.address_class, egress.tainted_refusal, dict(broker.JOB_DENIED_BY_DEFAULT))
+    egress.address_class = lambda _ip: None  # type: ignore[assignment]
+    egress.tainted_refusal = lambda *_a, **_k: None
+    broker.JOB_DENIED_BY_DEFAULT.clear()
+    try:
+        yield
+    finally:
+        egress.address_class, egress.tainted_refusal = saved[0], saved[1]
+        broker.JOB_DENIED_BY_DEFAULT.update(saved[2])
+
+
+def _totals(label: str, outcomes: list[Outcome]) -> dict[str, Any]:
+    return {
+        "run": label,
+        "cases": len(outcomes),
+        "attacks_stopped": sum(o.stopped for o in outcomes),
+        "got_through": sum(o.got_through for o in outcomes),
+        "by_kind": {
+            k: sum(o.kind == k for o in outcomes) for k in sorted({o.kind for o in outcomes})
+        },
+    }
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tether-corpus-") as tmp:
-        outcomes = asyncio.run(run_all(Path(tmp)))
-    for o in outcomes:
+        with rules_off():
+            before = asyncio.run(run_all(Path(tmp) / "baseline"))
+        after = asyncio.run(run_all(Path(tmp) / "egress"))
+    for o in after:
         print(json.dumps(o.json()))
-    print(
-        json.dumps(
-            {
-                "cases": len(outcomes),
-                "attacks_stopped": sum(o.stopped for o in outcomes),
-                "got_through": sum(o.got_through for o in outcomes),
-                "by_kind": {
-                    k: sum(o.kind == k for o in outcomes)
-                    for k in sorted({o.kind for o in outcomes})
-                },
-            }
-        )
-    )
+    print(json.dumps(_totals("baseline: rules off (before issue 24)", before)))
+    print(json.dumps(_totals("egress rules on", after)))
 
 
 if __name__ == "__main__":

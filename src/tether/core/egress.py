@@ -157,10 +157,12 @@ def address_class(ip: Address) -> AddressClass | None:
     return _class_of(ip)
 
 
-def describe(ip: Address, cls: AddressClass) -> str:
-    """What the model is told about a refused address."""
+def describe(ip: Address, cls: AddressClass, name: str | None = None) -> str:
+    """What the model is told about a refused address (that ``name`` resolved to)."""
     inner = embedded_ipv4(ip)
     shown = f"{ip} (that is {inner})" if inner is not None else str(ip)
+    if name is not None:
+        return f"{name} resolves to {shown}, which is {_WHAT[cls]}"
     return f"{shown} is {_WHAT[cls]}"
 
 

@@ -17,7 +17,8 @@ fetch before anything is sent:
 5. redirects are not followed by httpx but here, at most ``MAX_REDIRECTS``.
 
 A refusal is logged (``tether.egress``, the URL secret-redacted) and counted in
-``<home>/telemetry/egress.jsonl``: one content-free line (no URL, no host) per refusal.
+``<home>/telemetry/egress.jsonl``: one content-free line (no URL, no host) per refusal
+(runbook: fetch-refused).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tether.core.scheduling import HEARTBEAT_SESSION, job_of_session
 from tether.scan.secrets import redact
 
 log = logging.getLogger("tether.egress")
+RUNBOOK = "fetch-refused"
 TELEMETRY_FILE = Path("telemetry") / "egress.jsonl"
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: Characters of a refused URL the log keeps (after redaction).
@@ -139,11 +141,12 @@ class Egress:
         if isinstance(outcome, Refused):
             shown = redact(outcome.url).text[:LOGGED_URL_CHARS]
             log.warning(
-                "egress refused session=%s reason=%s hop=%d url=%s",
+                "egress refused session=%s reason=%s hop=%d url=%s (runbook: %s)",
                 session,
                 outcome.reason,
                 outcome.hop,
                 shown,
+                RUNBOOK,
             )
             self.telemetry(time, outcome, session=session, tainted=tainted, mode=self.mode)
         return outcome
@@ -288,10 +291,10 @@ def _refused_address(
         cls = egress.address_class(address)
         if cls is None:
             continue
-        via = "" if egress.parse_ip(host) is not None else f"{host} resolves to "
+        name = None if egress.parse_ip(host) is not None else host
         return Refused(
             cls,
-            f"{url}: {via}{egress.describe(address, cls)}. http_fetch reaches only public "
+            f"{url}: {egress.describe(address, cls, name)}. http_fetch reaches only public "
             "addresses, unless the owner lists the host in [tools] fetch_allow.",
             url,
             hop,
