@@ -243,6 +243,7 @@ def allowed(entries: Iterable[AllowEntry], host: str, port: int) -> bool:
 
 _URL = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?)]}>'\"*"
+_NONE: frozenset[str] = frozenset()
 
 
 def canonical_url(url: str) -> str:
@@ -263,6 +264,8 @@ def canonical_url(url: str) -> str:
 def urls_in(text: str) -> frozenset[str]:
     """The URLs ``text`` holds, canonical, each also without the punctuation that may
     follow it in prose (``see http://x/a.`` gives ``http://x/a.`` and ``http://x/a``)."""
+    if "://" not in text:
+        return _NONE  # most messages hold no URL; a session open scans every one
     found: set[str] = set()
     for m in _URL.finditer(text):
         url = m.group(0)

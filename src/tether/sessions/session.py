@@ -113,7 +113,9 @@ def _scan(path: Path, epoch: int, records: Sequence[LogRecord], first_line: int 
             raise CorruptLogError(path, line, "time must be UTC (Z or +00:00)")
         if isinstance(r, User):
             turns += 1
-            urls |= urls_in(r.text)
+            found = urls_in(r.text)
+            if found:
+                urls |= found
         elif isinstance(r, ToolResult):
             untrusted = untrusted or r.untrusted
         elif isinstance(r, SessionStart) and line != 1:
