@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
+import ssl
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -293,3 +296,47 @@ def test_doctor_warns_when_tainted_sessions_may_fetch_anything(home: Path) -> No
     assert 'WARN [tools] tainted_fetch = "any"' in warned.stdout
     assert json.loads(as_json.stdout)["warnings"][0].startswith("[tools] tainted_fetch")
     assert "WARN" not in quiet.stdout
+
+
+# -- https: the certificate is checked for the name, the connection made to the address ----
+
+
+@pytest.fixture
+def tls_wiki(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=wiki.test",
+         "-addext", "subjectAltName=DNS:wiki.test"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server = CORPUS.Server(lambda _p: (200, {"content-type": "text/plain"}, b"over tls"))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.server.socket = context.wrap_socket(server.server.socket, server_side=True)
+    yield server.port, cert
+    server.close()
+
+
+async def test_https_is_verified_for_the_name_over_the_pinned_address(
+    home: Path, tls_wiki: tuple[int, Path], guard: Any
+) -> None:
+    port, cert = tls_wiki
+    trust = ssl.create_default_context(cafile=str(cert))
+    tools = parse_config(f'[tools]\nfetch_allow = ["wiki.test:{port}"]\n').tools
+
+    async def resolver(host: str, _port: int) -> list[str]:
+        assert host == "wiki.test"
+        return ["127.0.0.1"]
+
+    e = Egress(httpx.AsyncClient(verify=trust), tools, home=home, resolver=resolver)
+    got = await _fetch(e, f"https://wiki.test:{port}/page")
+    assert isinstance(got, Fetched)
+    assert got.body == b"over tls"
+    # The control: by address alone the same certificate does not verify.
+    async with httpx.AsyncClient(verify=trust) as plain:
+        with pytest.raises(httpx.ConnectError, match="certificate"):
+            await plain.get(f"https://127.0.0.1:{port}/page")
+    assert guard.violations == []

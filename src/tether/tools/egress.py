@@ -100,9 +100,13 @@ class EgressLog:
             "tainted": tainted,
             "mode": mode,
         }
-        self.path.parent.mkdir(exist_ok=True)
-        with self.path.open("ab") as handle:
-            handle.write(msgspec.json.encode(line) + b"\n")
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            with self.path.open("ab") as handle:
+                handle.write(msgspec.json.encode(line) + b"\n")
+        except OSError as exc:
+            # A count lost is better than a turn lost: the refusal itself stands.
+            log.warning("egress telemetry not written to %s: %s", self.path, exc)
 
 
 class Egress:
