@@ -148,6 +148,8 @@ async def run_block(fake: Fake, url: str, *, turns: int, scheduler_on: bool, spe
         (home / "tether.toml").write_text(
             f'[llm]\nurl = "{fake.url}"\ntimeout_s = 30\n[expect]\nn_ctx = 32768\n'
             f"[heartbeat]\nevery_s = {every if scheduler_on else 0}\n"
+            # The page is on loopback, which http_fetch refuses unless the owner allows it.
+            f'[tools]\nfetch_allow = ["{url.split("/")[2]}"]\n'
         )
         if scheduler_on:
             (home / "jobs" / "brief.toml").write_text(

@@ -25,7 +25,7 @@ from tether.scheduler.ledger import RunLedger
 from tether.sessions import Session
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama, Reply
-from web_helpers import serve_page
+from web_helpers import allow, serve_page
 
 pytestmark = pytest.mark.anyio
 BACKGROUND = 1
@@ -321,7 +321,7 @@ async def test_a_new_invalid_job_file_does_not_run_and_the_others_do(
 async def test_fetch_result_gets_a_tainted_index_only_summary(
     home: Path, fake: FakeLlama, clock: StepClock, daemon_factory: list[Daemon], web: str
 ) -> None:
-    d = start(daemon_factory, home, fake, clock)
+    d = start(daemon_factory, home, fake, clock, allow(web))
     fake.script(Reply(tool_calls=[("http_fetch", {"url": web})]), slot=0)
     fake.script(Reply(content="Done reading."), slot=0)
     fake.script(Reply(content="A page on zeppelin moorings closing in May."), slot=BACKGROUND)
@@ -360,7 +360,7 @@ async def test_fetch_result_gets_a_tainted_index_only_summary(
 async def test_compaction_waits_for_the_in_flight_summary(
     home: Path, fake: FakeLlama, clock: StepClock, daemon_factory: list[Daemon], web: str
 ) -> None:
-    d = start(daemon_factory, home, fake, clock)
+    d = start(daemon_factory, home, fake, clock, allow(web))
     agent = d.runtime.agent
     fake.script(Reply(tool_calls=[("http_fetch", {"url": web})]), slot=0)
     fake.script(Reply(content="Read it."), slot=0)
@@ -393,7 +393,10 @@ async def test_tier_job_reads_the_listing_and_only_a_trusted_run_promotes(
     (home / "jobs" / "tier.toml").write_text(
         example.replace('schedule = "30 3 * * 0"', 'schedule = "* * * * *"')
     )
-    d = start(daemon_factory, home, fake, clock)
+    # The tiering job may not fetch by default; this test grants it, to show that a run
+    # which did fetch cannot promote.
+    grants = '[tools.jobs.tier]\ngranted = ["add", "http_fetch", "note", "recall"]\n'
+    d = start(daemon_factory, home, fake, clock, allow(web) + grants)
     store = d.runtime.store
     trusted = store.add_note(
         "The owner waters the ferns on Sundays", untrusted=False, session=None, time=clock.now()

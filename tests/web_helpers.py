@@ -9,6 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+def allow(url: str) -> str:
+    """tether.toml lines letting http_fetch reach ``url``'s loopback server: loopback is
+    refused unless the owner lists it in ``[tools] fetch_allow``."""
+    return f'[tools]\nfetch_allow = ["{url.split("/")[2]}"]\n'
+
+
 @contextlib.contextmanager
 def serve_page(body: bytes, content_type: str = "text/html; charset=utf-8") -> Iterator[str]:
     """Serve ``body`` at every path of a loopback HTTP server; yield the page's URL."""

@@ -5,6 +5,7 @@ Every key is documented in ``docs/configuration.md``; keep the two in step.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from pathlib import Path
@@ -87,18 +88,89 @@ class StoreConfig(_Section, frozen=True):
             raise ValueError("Expected empty (SQLite) or a postgresql:// URL - at `$.url`")
 
 
+def _check_tools(names: tuple[str, ...], at: str) -> None:
+    for name in names:
+        if name not in KNOWN_TOOLS:
+            known = ", ".join(sorted(KNOWN_TOOLS))
+            raise ValueError(f"Unknown tool {name!r} (known: {known}) - at `$.{at}`")
+
+
+class JobGrants(_Section, frozen=True):
+    granted: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_tools(self.granted, "granted")
+
+
+#: A cron job's name (``core.scheduling`` holds the grammar; config imports no core).
+_JOB_NAME = re.compile(r"[a-z0-9-]{1,48}")
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*\.?", re.I)
+
+
+def allow_entry_problem(entry: str) -> str | None:
+    """What is wrong with a ``[tools] fetch_allow`` entry (None: nothing). The same
+    grammar as ``core.egress.parse_allow``, which a property test holds it to."""
+    text = entry.strip()
+    if text.startswith("["):
+        host, close, rest = text[1:].partition("]")
+        if not close:
+            return "unclosed '[' (write an IPv6 address as [::1]:8080)"
+        if rest and not rest.startswith(":"):
+            return "expected ':<port>' after ']'"
+        return _v6_problem(host) or (_port_problem(rest[1:]) if rest else None)
+    if text.count(":") >= 2:
+        return _v6_problem(text)
+    if "/" in text or "*" in text:
+        return "expected a host or host:port, without a scheme, path or wildcard"
+    host, sep, port = text.partition(":")
+    if not _HOST_NAME.fullmatch(host):
+        return (
+            "expected a host name or address, optionally with :port (no scheme, path or wildcard)"
+        )
+    return _port_problem(port) if sep else None
+
+
+def _v6_problem(host: str) -> str | None:
+    try:
+        ipaddress.IPv6Address(host.split("%", 1)[0])
+    except ValueError:
+        return f"{host!r} is not an IPv6 address (with a port: [::1]:8080)"
+    return None
+
+
+def _port_problem(port: str) -> str | None:
+    if re.fullmatch(r"[0-9]{1,5}", port) and 1 <= int(port) <= 65535:
+        return None
+    return "the port must be a number from 1 to 65535"
+
+
 class ToolsConfig(_Section, frozen=True):
     granted: tuple[str, ...] = tuple(sorted(KNOWN_TOOLS))
     step_limit: Annotated[int, msgspec.Meta(ge=1, le=64)] = 8
     result_chars: Annotated[int, msgspec.Meta(ge=256)] = 8000
     fetch_timeout_s: Annotated[float, msgspec.Meta(gt=0.0)] = 15.0
     fetch_max_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1_000_000
+    # -- egress (issue 24): see "Trust and egress" in docs/architecture.md ------------
+    fetch_allow: tuple[str, ...] = ()
+    tainted_fetch: Literal["owner-urls", "allow-list", "any"] = "owner-urls"
+    #: Scheduled sessions' own grants, instead of ``granted``: ``[tools.heartbeat]`` and
+    #: ``[tools.jobs.<job name>]`` (the tiering job ``tier`` has no http_fetch unless
+    #: its table grants it).
+    heartbeat: JobGrants | None = None
+    jobs: dict[str, JobGrants] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in self.granted:
-            if name not in KNOWN_TOOLS:
-                known = ", ".join(sorted(KNOWN_TOOLS))
-                raise ValueError(f"Unknown tool {name!r} (known: {known}) - at `$.granted`")
+        _check_tools(self.granted, "granted")
+        for entry in self.fetch_allow:
+            problem = allow_entry_problem(entry)
+            if problem:
+                raise ValueError(f"{entry!r}: {problem} - at `$.fetch_allow`")
+        for name in self.jobs:
+            if not _JOB_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is no job name (1 to 48 characters of a-z, 0-9 and '-', "
+                    "the name of a file jobs/<name>.toml) - at `$.jobs`"
+                )
 
 
 class SweepConfig(_Section, frozen=True):
@@ -171,7 +243,21 @@ def parse_config(text: str, path: Path | str = CONFIG_FILE) -> Config:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
         key, problem = explain_validation(str(exc))
-        raise ConfigError(path, key, problem) from None
+        raise ConfigError(path, _job_key(raw, key), problem) from None
+
+
+def _job_key(raw: dict[str, object], key: str | None) -> str | None:
+    """msgspec names a table inside ``[tools.jobs]`` ``jobs[...]``: name the job."""
+    if key is None or "jobs[...]" not in key:
+        return key
+    tools = raw.get("tools")
+    jobs = tools.get("jobs") if isinstance(tools, dict) else None
+    for name, table in jobs.items() if isinstance(jobs, dict) else ():
+        try:
+            msgspec.convert(table, JobGrants)
+        except msgspec.ValidationError:
+            return key.replace("jobs[...]", f"jobs.{name}")
+    return key
 
 
 def load_config(home: Path) -> Config:

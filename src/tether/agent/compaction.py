@@ -62,7 +62,7 @@ class Compactor:
         llm: Llm,
         gates: SlotGates,
         clock: Clock,
-        new_baseline: Callable[[], Baseline],
+        new_baseline: Callable[[str], Baseline],
         prompt: Callable[[], str],
         inflight: InFlight | None = None,
     ) -> None:
@@ -82,7 +82,9 @@ class Compactor:
         end = session.records[-1]
         assert isinstance(end, EpochEnd)
         old = session.epoch
-        session.end_epoch(summary=end.summary, baseline=self.new_baseline(), time=self.clock.now())
+        session.end_epoch(
+            summary=end.summary, baseline=self.new_baseline(session.id), time=self.clock.now()
+        )
         log.info(
             "compaction session=%s epoch=%d->%d recovered after a crash",
             session.id,
@@ -125,7 +127,7 @@ class Compactor:
         allow = home_allow(home)
         summary = redact(summary, allow=allow).text
         carry = carry_text(summary, [report.link] if report.link else [])
-        baseline = self.new_baseline()
+        baseline = self.new_baseline(session.id)
         session.end_epoch(summary=carry, baseline=baseline, time=self.clock.now())
         log.info(
             "compaction session=%s epoch=%d->%d summary=%s chars=%d segment=%s",

@@ -29,7 +29,6 @@ from tether.errors import (
     LlmError,
     LlmTimeoutError,
     LlmUnreachableError,
-    NotFoundError,
     TetherError,
 )
 from tether.faults import crash_point
@@ -144,7 +143,7 @@ class Agent:
         self.llm = llm
         self.tools = tools
         self.clock = clock
-        self.broker = Broker(config.tools.granted)
+        self.broker = Broker(config.tools)
         self.busy = BusySet(home / "sessions")
         self.gates = SlotGates()
         #: Background work on a session's log (tool summaries) that compaction waits for.
@@ -162,24 +161,14 @@ class Agent:
             inflight=self.inflight,
         )
 
-    def new_baseline(self) -> Baseline:
-        """system.md + the memory block as identity stands now + the granted tool schemas."""
+    def new_baseline(self, sid: str | None = None) -> Baseline:
+        """system.md + the memory block as identity stands now + the schemas of the tools
+        granted to session ``sid`` (a scheduled session may have its own)."""
         system = read_prompt(self.home, "system.md")
         entries = Identity(self.home, self.store).entries()
         block = build_block(entries, self.config.memory.block_tokens)
-        return Baseline(system=system, memory=block, tools=schemas.schemas(self.broker.offered()))
-
-    def open_or_create(self, sid: str, slot: int | None = None) -> Session:
-        try:
-            return Session.open(self.home, sid)
-        except NotFoundError:
-            return Session.create(
-                self.home,
-                sid,
-                baseline=self.new_baseline(),
-                slot=self.config.slots.main if slot is None else slot,
-                time=self.clock.now(),
-            )
+        tools = schemas.schemas(self.broker.offered(sid))
+        return Baseline(system=system, memory=block, tools=tools)
 
     async def run_turn(
         self,
@@ -226,7 +215,7 @@ class Agent:
         logged or created, a message that cannot fit even a fresh epoch (by the documented
         token estimate; the server has the last word)."""
         session = Session.open(self.home, sid) if Session.exists(self.home, sid) else None
-        baseline = session.baseline if session is not None else self.new_baseline()
+        baseline = session.baseline if session is not None else self.new_baseline(sid)
         needed = fresh_tokens(baseline, text)
         base = fresh_tokens(baseline, "")
         n_ctx = self.config.expect.n_ctx
@@ -386,7 +375,9 @@ class Agent:
 
     async def _run_tool(self, session: Session, call: ToolCall) -> None:
         untrusted = session.untrusted()
-        refusal = self.broker.authorise(call.name, untrusted=untrusted, known=ToolBox.known())
+        refusal = self.broker.authorise(
+            call.name, session=session.id, untrusted=untrusted, known=ToolBox.known()
+        )
         if refusal is not None:
             result = ToolResult(
                 time=self.clock.now(),
@@ -396,7 +387,12 @@ class Agent:
                 untrusted=False,
             )
         else:
-            ctx = ToolContext(session=session.id, untrusted=untrusted, time=self.clock.now())
+            ctx = ToolContext(
+                session=session.id,
+                untrusted=untrusted,
+                time=self.clock.now(),
+                owner_urls=session.owner_urls(),
+            )
             outcome = await self.tools.run(call.name, call.args, ctx)
             result = ToolResult(
                 time=self.clock.now(),

@@ -42,6 +42,8 @@ class Report:
     #: Slot role -> n_ctx as the backend reports it (None: not reported).
     n_ctx: dict[str, int | None] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
+    #: Settings that work but weaken a guarantee (the exit code does not change).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -153,6 +155,7 @@ async def diagnose(config: Config) -> Report:
         slots=_roles(config),
         expect_n_ctx=config.expect.n_ctx,
     )
+    report.warnings.extend(_egress_warnings(config))
     if cfg.backend == "embedded":
         await _embedded(config, report)
     else:
@@ -167,6 +170,16 @@ def _private_home(ctx: Context) -> Check:
     fixed = tighten(ctx.home)
     done = f"made {fixed} path{'s' if fixed != 1 else ''} private" if fixed else "private"
     return Check("home", True, f"{ctx.home}: {done} (folders 0700, files 0600)")
+
+
+def _egress_warnings(config: Config) -> list[str]:
+    if config.tools.tainted_fetch != "any":
+        return []
+    return [
+        '[tools] tainted_fetch = "any": a session that read a web page may fetch any '
+        "public URL, so a page can make it send what it knows anywhere (the default "
+        '"owner-urls" allows only URLs you wrote and hosts in fetch_allow)'
+    ]
 
 
 def _json(report: Report) -> dict[str, Any]:
@@ -196,6 +209,8 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
             click.echo(f"slot {role}: {slot} (n_ctx {shown}; [expect] n_ctx {config.expect.n_ctx})")
         for c in report.checks:
             click.echo(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        for w in report.warnings:
+            click.echo(f"  WARN {w}")
         click.echo("usable" if report.ok else "NOT usable")
     if not report.ok:
         ctx_click = click.get_current_context()

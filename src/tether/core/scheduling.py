@@ -27,7 +27,7 @@ JOB_NAME_MAX = 64 - len("job--t") - 10
 JOB_NAME_GRAMMAR = f"1 to {JOB_NAME_MAX} characters of a-z, 0-9 and '-'"
 _JOB_NAME = re.compile(rf"[a-z0-9-]{{1,{JOB_NAME_MAX}}}")
 #: Tool results never summarised: a refusal or an error says nothing worth indexing.
-UNSUMMARISED_CLASSES = frozenset({"broker", "error"})
+UNSUMMARISED_CLASSES = frozenset({"broker", "egress", "error"})
 
 
 class Priority(IntEnum):
@@ -60,6 +60,15 @@ def check_job_name(name: str) -> str:
 def job_session_id(name: str, minute: datetime) -> str:
     """The session of one run: ``job-<name>-t<unix seconds of its due minute>``."""
     return f"job-{check_job_name(name)}-t{int(minute.timestamp())}"
+
+
+_JOB_SESSION = re.compile(rf"job-([a-z0-9-]{{1,{JOB_NAME_MAX}}})-t[0-9]+")
+
+
+def job_of_session(sid: str) -> str | None:
+    """The cron job whose run ``sid`` is (``job-<name>-t<seconds>``), or None."""
+    m = _JOB_SESSION.fullmatch(sid)
+    return m.group(1) if m else None
 
 
 def time_line(now: datetime) -> str:

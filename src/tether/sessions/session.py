@@ -19,6 +19,7 @@ import msgspec
 
 from tether import files
 from tether.core import replay
+from tether.core.egress import urls_in
 from tether.errors import (
     BaselineMismatchError,
     CorruptLogError,
@@ -83,6 +84,15 @@ def list_sessions(home: Path) -> list[str]:
 class _EpochStats:
     turns: int
     untrusted: bool
+    #: URLs in the owner's messages (``User`` records): what a tainted session may fetch.
+    owner_urls: frozenset[str] = frozenset()
+
+    def __add__(self, other: _EpochStats) -> _EpochStats:
+        return _EpochStats(
+            self.turns + other.turns,
+            self.untrusted or other.untrusted,
+            self.owner_urls | other.owner_urls,
+        )
 
 
 def _scan(path: Path, epoch: int, records: Sequence[LogRecord], first_line: int = 1) -> _EpochStats:
@@ -100,12 +110,16 @@ def _scan(path: Path, epoch: int, records: Sequence[LogRecord], first_line: int 
             )
     turns = 0
     untrusted = False
+    urls: set[str] = set()
     last = first_line + len(records) - 1
     for line, r in enumerate(records, start=first_line):
         if r.time.tzinfo is not UTC and not is_utc(r.time):
             raise CorruptLogError(path, line, "time must be UTC (Z or +00:00)")
         if isinstance(r, User):
             turns += not r.retry  # a retry after compaction is the same turn
+            found = urls_in(r.text)
+            if found:
+                urls |= found
         elif isinstance(r, ToolResult):
             untrusted = untrusted or r.untrusted
         elif isinstance(r, SessionStart) and line != 1:
@@ -115,7 +129,7 @@ def _scan(path: Path, epoch: int, records: Sequence[LogRecord], first_line: int 
                 raise CorruptLogError(path, line, "records after EpochEnd")
             if r.next != epoch + 1:
                 raise CorruptLogError(path, line, f"EpochEnd.next is {r.next}, not {epoch + 1}")
-    return _EpochStats(turns, untrusted)
+    return _EpochStats(turns, untrusted, frozenset(urls))
 
 
 class Session:
@@ -204,8 +218,7 @@ class Session:
             missing = sorted(set(range(epochs[-1] + 1)) - set(epochs))
             raise SessionError(f"{directory}: epoch files missing for epoch(s) {missing}")
         current = epochs[-1]
-        turns = 0
-        untrusted = False
+        earlier = _EpochStats(0, False)
         carry: str | None = None
         for n in epochs[:-1]:
             path = directory / f"{n}.jsonl"
@@ -214,8 +227,7 @@ class Session:
             last = records[-1]
             if not isinstance(last, EpochEnd):
                 raise MissingCarryError(path, n + 1)
-            turns += stats.turns
-            untrusted = untrusted or stats.untrusted
+            earlier = earlier + stats
             carry = last.summary
         log_path = directory / f"{current}.jsonl"
         records, size = files.read_log(log_path)
@@ -240,7 +252,7 @@ class Session:
             carry=carry,
             records=records,
             size=size,
-            earlier=_EpochStats(turns, untrusted),
+            earlier=earlier,
             current=current_stats,
         )
 
@@ -298,6 +310,11 @@ class Session:
         """True once any epoch has an untrusted ToolResult."""
         return self._earlier.untrusted or self._current.untrusted
 
+    def owner_urls(self) -> frozenset[str]:
+        """Every URL the owner's messages of any epoch hold, canonical
+        (``core.egress.urls_in``): what a tainted session may still fetch."""
+        return self._earlier.owner_urls | self._current.owner_urls
+
     def last_usage(self) -> Usage | None:
         for r in reversed(self._records):
             if isinstance(r, Usage):
@@ -353,9 +370,7 @@ class Session:
         self._size = files.append_durable(fd, files.encode_records(records))
         added = _scan(self.log_path, self.epoch, records, first_line=len(self._records) + 1)
         self._records.extend(records)
-        self._current = _EpochStats(
-            self._current.turns + added.turns, self._current.untrusted or added.untrusted
-        )
+        self._current = self._current + added
 
     def end_epoch(self, *, summary: str, baseline: Baseline, time: datetime) -> None:
         """Close the current epoch with EpochEnd and start the next one on the same slot.
@@ -382,9 +397,7 @@ class Session:
         new = files.decode_lines(self.log_path, lines, first_line)
         added = _scan(self.log_path, self.epoch, new, first_line=first_line)
         self._records = self._records + new
-        self._current = _EpochStats(
-            self._current.turns + added.turns, self._current.untrusted or added.untrusted
-        )
+        self._current = self._current + added
         self._size = size
         if self.ended:
             raise SessionError(f"{self.log_path}: epoch {self.epoch} was ended by another writer")

@@ -1,0 +1,61 @@
+"""The injection corpus (issue 24) through the real agent loop: every case ends with
+memory.md unchanged, no request reaching a refused address (the loopback sink counts
+hits; an audit hook refuses, before the socket call, any lookup or connection that is not
+loopback), and each refusal in the session log, the daemon's log and telemetry. The cases
+and the runner are ``benchmarks/injection_corpus.py``, which prints the same figures."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+
+def _load() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "injection_corpus.py"
+    spec = importlib.util.spec_from_file_location("injection_corpus", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+CORPUS = _load()
+CASES = CORPUS.cases()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with CORPUS.corpus(tmp_path_factory.mktemp("corpus")) as c:
+        yield c
+
+
+def test_the_corpus_covers_what_the_issue_names() -> None:
+    assert len(CASES) >= 30
+    names = {c.name for c in CASES}
+    kinds = {c.kind for c in CASES}
+    assert {"identity", "note", "promote", "page", "exfil", "address", "redirect"} <= kinds
+    for needed in [
+        "addr-loopback", "addr-ten", "addr-172-16", "addr-192-168", "addr-metadata",
+        "addr-ipv6-loopback", "addr-mapped-loopback", "addr-decimal", "addr-octal",
+        "addr-localhost", "redirect-loopback", "exfil-query", "note-secret", "note-promote",
+        "identity-add", "identity-remove", "identity-consolidate", "page-write",
+    ]:  # fmt: skip
+        assert needed in names
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+async def test_the_attack_is_stopped(corpus: Any, case: Any) -> None:
+    outcome = await corpus.run(case)
+    assert outcome.problems == []
+    assert outcome.got_through == 0
+    assert outcome.stopped
