@@ -14,10 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.agent.budget import BudgetGate, BudgetRefusedError, Reservation
 from tether.agent.compaction import CompactionDone, CompactionFailedError, Compactor
 from tether.agent.locks import BusySet, InFlight, SlotGates
 from tether.broker import Broker
 from tether.config import Config
+from tether.core import replay
+from tether.core.budget import Bound, prompt_tokens
 from tether.core.compaction import should_compact
 from tether.core.memory_block import build_block
 from tether.core.scheduling import Priority
@@ -37,8 +40,11 @@ from tether.ports import Clock, Llm, Store
 from tether.records import (
     Assistant,
     Baseline,
+    ChatMessage,
+    Completion,
     CompletionRequest,
     LogRecord,
+    SpendKind,
     ToolCall,
     ToolResult,
     TurnError,
@@ -110,7 +116,15 @@ class Agent:
     """Runs turns for any session of a home. Owns the busy set and the slot gates."""
 
     def __init__(
-        self, *, home: Path, config: Config, store: Store, llm: Llm, tools: ToolBox, clock: Clock
+        self,
+        *,
+        home: Path,
+        config: Config,
+        store: Store,
+        llm: Llm,
+        tools: ToolBox,
+        clock: Clock,
+        budget: BudgetGate | None = None,
     ) -> None:
         self.home = home
         self.config = config
@@ -118,6 +132,8 @@ class Agent:
         self.llm = llm
         self.tools = tools
         self.clock = clock
+        #: The spend gate (``[budget]``); None runs every call ungated (tests, tools).
+        self.budget = budget
         self.broker = Broker(config.tools.granted)
         self.busy = BusySet(home / "sessions")
         self.gates = SlotGates()
@@ -134,6 +150,7 @@ class Agent:
             new_baseline=self.new_baseline,
             prompt=lambda: read_prompt(home, "compact.md"),
             inflight=self.inflight,
+            budget=budget,
         )
 
     def new_baseline(self) -> Baseline:
@@ -163,22 +180,33 @@ class Agent:
         speaker: str | None = None,
         slot: int | None = None,
         priority: Priority = Priority.LIVE,
+        kind: SpendKind = "live",
     ) -> TurnDone:
         """Wait until the session is free, then run one turn on it.
 
         A session due for compaction (or left mid-compaction by a crash) is compacted
         first. A request refused as context-full compacts and retries the message once in
         the new epoch; a second refusal ends the turn ``session_full``. ``priority``
-        places its requests in the slot gate's queue (scheduled work passes its own).
+        places its requests in the slot gate's queue (scheduled work passes its own), and
+        ``kind`` says whose budget its model calls spend: a first call over ``[budget]``
+        raises BudgetRefusedError before anything is written (a new session is not even
+        created); a later step's refusal ends the turn with ``TurnError{kind: "budget"}``.
         """
         async with self.busy.hold(sid):
             # File and SQLite work runs in a worker thread: a scheduled turn's fsyncs and
             # indexing must not hold the event loop while a live turn waits on it.
-            session = await asyncio.to_thread(self.open_or_create, sid, slot)
+            session, first = await asyncio.to_thread(self._open_for_turn, sid, slot, text, kind)
             try:
-                await self._compact_if_due(session)
                 try:
-                    done = await self._turn(session, text, speaker, priority)
+                    await self._compact_if_due(session)
+                except BaseException:
+                    if first is not None and self.budget is not None:
+                        self.budget.settle(first, None)  # the call is never made
+                    raise
+                try:
+                    done = await self._turn(
+                        session, text, speaker, priority, kind=kind, first=first
+                    )
                 except TurnFailedError as exc:
                     if exc.kind != "session_full":
                         raise
@@ -189,11 +217,46 @@ class Agent:
                         await self.compactor.compact(session)
                     except CompactionFailedError as failed:
                         raise TurnFailedError(session.id, "session_full", failed) from failed
-                    done = await self._turn(session, text, speaker, priority)
+                    done = await self._turn(session, text, speaker, priority, kind=kind)
                 return dataclasses.replace(done, compact_due=self.due(session))
             finally:
                 self._after_turn(session)
                 await asyncio.to_thread(self._index, session.id)
+
+    def _open_for_turn(
+        self, sid: str, slot: int | None, text: str, kind: SpendKind
+    ) -> tuple[Session, Reservation | None]:
+        """The session, and the first call's reservation when ``kind`` is gated: weighed
+        on the session as it stands plus the new message, before anything is written."""
+        if self.budget is None or not self.budget.gated(kind):
+            return self.open_or_create(sid, slot), None
+        baseline: Baseline | None = None
+        try:
+            session: Session | None = Session.open(self.home, sid)
+        except NotFoundError:
+            session = None
+        if session is not None:
+            messages, tools = session.messages(), session.baseline.tools
+        else:
+            baseline = self.new_baseline()
+            messages, tools = replay.messages(baseline, None, ()), baseline.tools
+        messages.append(ChatMessage(role="user", content=text))
+        bound = Bound(prompt_tokens(messages, tools), self.config.llm.max_tokens)
+        first = self.budget.reserve(kind, sid, bound)
+        if session is None:
+            assert baseline is not None
+            try:
+                session = Session.create(
+                    self.home,
+                    sid,
+                    baseline=baseline,
+                    slot=self.config.slots.main if slot is None else slot,
+                    time=self.clock.now(),
+                )
+            except BaseException:
+                self.budget.settle(first, None)
+                raise
+        return session, first
 
     def _after_turn(self, session: Session) -> None:
         for hook in self.after_turn:
@@ -229,20 +292,46 @@ class Agent:
             session = await asyncio.to_thread(Session.open, self.home, sid)
             return await self.compactor.compact(session)
 
+    async def _reserve(
+        self, session: Session, request: CompletionRequest, kind: SpendKind
+    ) -> Reservation | None:
+        if self.budget is None or not self.budget.gated(kind):
+            return None
+        bound = self.budget.bound(request, self.config.llm.max_tokens)
+        try:
+            return await asyncio.to_thread(self.budget.reserve, kind, session.id, bound)
+        except BudgetRefusedError as exc:
+            await _append(session, TurnError(time=self.clock.now(), kind="budget"))
+            raise TurnFailedError(session.id, "budget", exc) from exc
+
+    async def _settle(self, reservation: Reservation | None, completion: Completion | None) -> None:
+        if reservation is not None and self.budget is not None:
+            await asyncio.to_thread(self.budget.settle, reservation, completion)
+
     async def _turn(
-        self, session: Session, text: str, speaker: str | None, priority: Priority
+        self,
+        session: Session,
+        text: str,
+        speaker: str | None,
+        priority: Priority,
+        *,
+        kind: SpendKind = "live",
+        first: Reservation | None = None,
     ) -> TurnDone:
         started = _time.perf_counter()
         await _append(session, User(time=self.clock.now(), text=text, speaker=speaker))
         crash_point("turn-after-user")
         usage: Usage | None = None
-        for _ in range(self.config.tools.step_limit):
+        for step in range(self.config.tools.step_limit):
             request = CompletionRequest(
                 messages=tuple(session.messages()),
                 tools=session.baseline.tools,
                 slot=session.slot,
                 max_tokens=self.config.llm.max_tokens,
             )
+            reservation = first if step == 0 and first is not None else None
+            if reservation is None:
+                reservation = await self._reserve(session, request, kind)
             try:
                 async with self.gates.hold(session.slot, priority):
                     completion = await self.llm.complete(request)
@@ -251,11 +340,15 @@ class Agent:
                 session.append(
                     TurnError(time=self.clock.now(), kind="interrupted")
                 )  # no await: cancelled
+                if reservation is not None and self.budget is not None:
+                    self.budget.settle(reservation, None)
                 raise
             except LlmError as exc:
-                kind = _error_kind(exc)
-                await _append(session, TurnError(time=self.clock.now(), kind=kind))
-                raise TurnFailedError(session.id, kind, exc) from exc
+                await self._settle(reservation, None)
+                kind_ = _error_kind(exc)
+                await _append(session, TurnError(time=self.clock.now(), kind=kind_))
+                raise TurnFailedError(session.id, kind_, exc) from exc
+            await self._settle(reservation, completion)
             now = self.clock.now()
             usage = Usage(
                 time=now,
