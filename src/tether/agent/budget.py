@@ -173,3 +173,12 @@ class BudgetGate:
                 handle.write(msgspec.json.encode(line) + b"\n")
         except OSError as exc:  # telemetry never stops the refusal from being reported
             log.warning("budget telemetry not written to %s: %s", self.telemetry, exc)
+
+
+def hits(rows: list[SpendRow], day: str) -> dict[tuple[str, str], int]:
+    """Refusals of local ``day`` by (kind, reason code): what ``tether doctor`` warns of."""
+    out: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if r.day == day and r.state == "refused" and r.reason:
+            out[(r.kind, r.reason)] = out.get((r.kind, r.reason), 0) + 1
+    return out

@@ -42,6 +42,8 @@ class Report:
     #: Slot role -> n_ctx as the backend reports it (None: not reported).
     n_ctx: dict[str, int | None] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
+    #: What does not make the backend unusable but the owner should know.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -174,6 +176,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     Exits 1 when the backend is unusable."""
     config = ctx.config()
     report = asyncio.run(diagnose(config))
+    report.warnings.extend(_budget_warnings(ctx))
     if as_json:
         echo_json(_json(report))
     else:
@@ -186,10 +189,35 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
             click.echo(f"slot {role}: {slot} (n_ctx {shown}; [expect] n_ctx {config.expect.n_ctx})")
         for c in report.checks:
             click.echo(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        for w in report.warnings:
+            click.echo(f"  warn {w}")
         click.echo("usable" if report.ok else "NOT usable")
     if not report.ok:
         ctx_click = click.get_current_context()
         ctx_click.exit(1)
+
+
+def _budget_warnings(ctx: Context) -> list[str]:
+    """A line per job kind and reason the budget gate refused today (the owner's day)."""
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from tether.agent.budget import hits
+    from tether.core.budget import local_day
+    from tether.daemon.compose import home_zone
+
+    try:
+        with ctx.sweep_reader() as sweep:
+            zone = home_zone(sweep)
+        day = local_day(ZoneInfo(zone), datetime.now(UTC)).isoformat()
+        with ctx.store() as store:
+            found = hits(store.budget_rows(day), day)
+    except TetherError as exc:
+        return [f"budget: the spend ledger cannot be read ({exc})"]
+    return [
+        f"budget: {kind} hit its budget today ({reason}, {n} call(s) refused; `tether usage`)"
+        for (kind, reason), n in sorted(found.items())
+    ]
 
 
 COMMANDS = [doctor_cmd]
