@@ -22,13 +22,19 @@ from datetime import date, datetime, tzinfo
 from tether.core import tokens
 from tether.records import BudgetReason, ChatMessage, SpentToday, ToolSchema
 
-#: Tokens a chat template adds around each message (role markers, separators).
-MESSAGE_OVERHEAD = 4
+#: Markers a chat template puts around each message (start, end) besides its role line:
+#: ChatML, as llama-family templates and the fake server render it.
+MARKERS = 2
 MTOK = 1_000_000
 
 # A background session's prompt is mostly the same messages call after call (a replay is
 # a strict extension of the last one), so each text is counted once, not per call.
 _count = functools.lru_cache(maxsize=4096)(tokens.count)
+
+
+def _role(role: str) -> int:
+    """A message's template tokens: its markers and its ``role`` line."""
+    return MARKERS + _count(f"{role}\n")
 
 
 @dataclass(frozen=True)
@@ -63,16 +69,28 @@ class Bound:
 
 
 def prompt_tokens(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema] = ()) -> int:
-    """The deterministic count of a request's prompt: every message's text and tool
-    calls, plus the tool schemas the request offers."""
-    n = 0
+    """The deterministic count of a request's prompt as a chat template renders it: every
+    message's text and tool calls in role markers, the offered tool schemas as the JSON
+    the server is sent, and the opening of the reply."""
+    n = _role("assistant") - 1  # the reply's opening has no end marker yet
+    if tools:
+        listed = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in tools
+        ]
+        n += _role("system") + _count(json.dumps(listed, sort_keys=True))
     for m in messages:
-        n += MESSAGE_OVERHEAD + _count(m.content)
-        for call in m.tool_calls:
-            n += tokens.count(call.name) + tokens.count(json.dumps(call.args, sort_keys=True))
-    for schema in tools:
-        n += tokens.count(schema.name) + tokens.count(schema.description)
-        n += tokens.count(json.dumps(schema.parameters, sort_keys=True))
+        n += _role(m.role) + _count(m.content)
+        if m.tool_calls:
+            calls = [{"id": c.id, "name": c.name, "arguments": c.args} for c in m.tool_calls]
+            n += _count(json.dumps(calls, sort_keys=True, ensure_ascii=False))
     return n
 
 
