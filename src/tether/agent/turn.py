@@ -57,6 +57,9 @@ from tether.tools import schemas
 from tether.tools.box import ToolBox, ToolContext
 
 log = logging.getLogger("tether.daemon")
+#: A first call weighed before the busy hold: its reservation, and the session or the
+#: fresh baseline it was weighed on.
+_Weighed = tuple[Reservation, Session | None, Baseline | None] | None
 
 
 @dataclass(frozen=True)
@@ -192,10 +195,18 @@ class Agent:
         raises BudgetRefusedError before anything is written (a new session is not even
         created); a later step's refusal ends the turn with ``TurnError{kind: "budget"}``.
         """
+        weighed: _Weighed = None
+        gated = self.budget is not None and self.budget.gated(kind)
+        if gated and not await asyncio.to_thread(Session.exists, self.home, sid):
+            # Weighed before the busy hold makes the session's folder: a refused
+            # scheduled run leaves nothing behind.
+            weighed = await asyncio.to_thread(self._weigh, sid, text, kind)
         async with self.busy.hold(sid):
             # File and SQLite work runs in a worker thread: a scheduled turn's fsyncs and
             # indexing must not hold the event loop while a live turn waits on it.
-            session, first = await asyncio.to_thread(self._open_for_turn, sid, slot, text, kind)
+            session, first = await asyncio.to_thread(
+                self._open_for_turn, sid, slot, text, kind, weighed
+            )
             try:
                 try:
                     await self._compact_if_due(session)
@@ -223,18 +234,17 @@ class Agent:
                 self._after_turn(session)
                 await asyncio.to_thread(self._index, session.id)
 
-    def _open_for_turn(
-        self, sid: str, slot: int | None, text: str, kind: SpendKind
-    ) -> tuple[Session, Reservation | None]:
-        """The session, and the first call's reservation when ``kind`` is gated: weighed
-        on the session as it stands plus the new message, before anything is written."""
-        if self.budget is None or not self.budget.gated(kind):
-            return self.open_or_create(sid, slot), None
-        baseline: Baseline | None = None
+    def _weigh(
+        self, sid: str, text: str, kind: SpendKind
+    ) -> tuple[Reservation, Session | None, Baseline | None]:
+        """Reserve the first call of a gated turn on the session as it stands (or, for a
+        session not made yet, on a fresh baseline) plus the new message."""
+        assert self.budget is not None
         try:
             session: Session | None = Session.open(self.home, sid)
         except NotFoundError:
             session = None
+        baseline = None
         if session is not None:
             messages, tools = session.messages(), session.baseline.tools
         else:
@@ -242,20 +252,32 @@ class Agent:
             messages, tools = replay.messages(baseline, None, ()), baseline.tools
         messages.append(ChatMessage(role="user", content=text))
         bound = Bound(prompt_tokens(messages, tools), self.config.llm.max_tokens)
-        first = self.budget.reserve(kind, sid, bound)
-        if session is None:
-            assert baseline is not None
-            try:
-                session = Session.create(
-                    self.home,
-                    sid,
-                    baseline=baseline,
-                    slot=self.config.slots.main if slot is None else slot,
-                    time=self.clock.now(),
-                )
-            except BaseException:
-                self.budget.settle(first, None)
-                raise
+        return self.budget.reserve(kind, sid, bound), session, baseline
+
+    def _open_for_turn(
+        self, sid: str, slot: int | None, text: str, kind: SpendKind, weighed: _Weighed
+    ) -> tuple[Session, Reservation | None]:
+        """The session, and the first call's reservation when ``kind`` is gated."""
+        if self.budget is None or not self.budget.gated(kind):
+            return self.open_or_create(sid, slot), None
+        first, session, baseline = weighed or self._weigh(sid, text, kind)
+        if weighed is not None or session is None:
+            try:  # weighed before the hold: the session may have been made meanwhile
+                session = Session.open(self.home, sid)
+            except NotFoundError:
+                if baseline is None:
+                    baseline = self.new_baseline()
+                try:
+                    session = Session.create(
+                        self.home,
+                        sid,
+                        baseline=baseline,
+                        slot=self.config.slots.main if slot is None else slot,
+                        time=self.clock.now(),
+                    )
+                except BaseException:
+                    self.budget.settle(first, None)
+                    raise
         return session, first
 
     def _after_turn(self, session: Session) -> None:
