@@ -18,7 +18,7 @@ from tether.config import BudgetConfig, KindBudget, load_config
 from tether.core.budget import Bound
 from tether.daemon.compose import Runtime, build_runtime, build_scheduler
 from tether.files import read_log
-from tether.records import SpentToday, Usage, User
+from tether.records import SpentToday, ToolSummary, TurnError, Usage, User
 from tether.scheduler import Scheduler, load_jobs
 from tether.scheduler.ledger import RunLedger
 from tether.sessions import Session, list_sessions
@@ -26,7 +26,8 @@ from tether.stores import open_store, open_sweep_store
 from tether.stores.sqlite import SqliteStore
 from tether.sweep import owners
 from tether.testing.clock import StepClock
-from tether.testing.fake_llama import FakeLlama
+from tether.testing.fake_llama import FakeLlama, Reply
+from web_helpers import serve_page
 
 pytestmark = pytest.mark.anyio
 #: 09:00 UTC on 1 November 2026 is 22:00 in Auckland (UTC+13): its next local day starts
@@ -256,9 +257,12 @@ async def test_the_usage_report_sums_equal_the_logs_usage_records(
     daemons.remove(d)
 
     logged: list[Usage] = []
+    live: list[Usage] = []
     for sid in list_sessions(home):
         for path in sorted((home / "sessions" / sid).glob("*.jsonl")):
-            logged += [r for r in read_log(path)[0] if isinstance(r, Usage)]
+            found = [r for r in read_log(path)[0] if isinstance(r, Usage)]
+            logged += found
+            live += found if sid.startswith("mm-") else []
     assert len(logged) == 7
     out = tether(home, "usage", "--json")
     assert out.returncode == 0, out.stderr
@@ -270,13 +274,13 @@ async def test_the_usage_report_sums_equal_the_logs_usage_records(
     assert {row["key"]: row["calls"] for row in turns} == {"live": 4, "heartbeat": 3}
     assert compaction[0]["calls"] == 1  # from the gate's ledger: compaction logs no Usage
     assert report["total"]["calls"] == 8
-    main = [u for u in logged]  # every live turn ran on the main slot
-    assert report["main_cache_hit_share"] is not None
+    cached = sum(u.cache_n for u in live)
+    assert report["main_cache_hit_share"] == cached / (cached + sum(u.prompt_n for u in live))
+    assert report["main_cache_hit_share"] > 0  # the heartbeats never evicted the live cache
     by_session = json.loads(tether(home, "usage", "--by", "session", "--json").stdout)
     keys = {row["key"] for row in by_session["rows"]}
     assert keys == {"mm-alpha", "mm-beta", "heartbeat"}
     assert by_session["total"] == report["total"]
-    assert main
     later = tether(home, "usage", "--since", "2026-11-02", "--json")
     assert json.loads(later.stdout)["rows"] == []
     text = tether(home, "usage", "--by", "day")
@@ -333,3 +337,43 @@ def test_a_bad_budget_value_is_a_config_error_naming_the_key(
     assert out.returncode == 2
     assert f"tether.toml: {key}:" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+# -- tool summaries and a tool loop over budget -------------------------------------------
+
+
+@pytest.fixture
+def web() -> Iterator[str]:
+    with serve_page(("<p>The harbour ferry timetable changes in May. </p>" * 160).encode()) as url:
+        yield url
+
+
+async def test_a_tool_summary_over_budget_is_not_made(
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon], web: str
+) -> None:
+    configure(home, fake, "[budget.tool_summary]\nday_tokens = 0\n")
+    d = Daemon(home, clock)
+    daemons.append(d)
+    fake.script(Reply(tool_calls=[("http_fetch", {"url": web})]), slot=0)
+    fake.script(Reply(content="Read it."), slot=0)
+    await d.runtime.agent.run_turn("chat", "read that page")
+    await d.scheduler.idle()
+    assert not any(isinstance(r, ToolSummary) for r in Session.open(home, "chat").records)
+    assert [r.slot for r in fake.requests] == [0, 0]  # no background call was sent
+    assert [(x["kind"], x["reason"]) for x in telemetry(home)] == [("tool_summary", "budget_daily")]
+
+
+async def test_a_later_step_of_a_tool_loop_over_budget_ends_the_turn_with_a_budget_error(
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon], web: str
+) -> None:
+    # The first request (about 1500 tokens) fits; the page fetched makes the next too big.
+    configure(home, fake, "[heartbeat]\nevery_s = 1\n[budget.heartbeat]\ncall_tokens = 2500\n")
+    d = Daemon(home, clock)
+    daemons.append(d)
+    fake.script(Reply(tool_calls=[("http_fetch", {"url": web})]), slot=1)
+    await beat(d, clock)
+    records = Session.open(home, "heartbeat").records
+    assert [r.kind for r in records if isinstance(r, TurnError)] == ["budget"]
+    assert [r.slot for r in fake.requests] == [1, 1]  # the first step, then its summary
+    assert not fake.requests[1].tools  # the summary; the turn's second step was never sent
+    assert [x["reason"] for x in telemetry(home)] == ["budget_call"]

@@ -32,9 +32,10 @@ MTOK = 1_000_000
 _count = functools.lru_cache(maxsize=4096)(tokens.count)
 
 
+@functools.cache
 def _role(role: str) -> int:
     """A message's template tokens: its markers and its ``role`` line."""
-    return MARKERS + _count(f"{role}\n")
+    return MARKERS + tokens.count(f"{role}\n")
 
 
 @dataclass(frozen=True)
