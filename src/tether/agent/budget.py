@@ -41,13 +41,23 @@ class BudgetRefusedError(TetherError):
 
     def __init__(self, kind: SpendKind, reason: BudgetReason, bound: int, day: str) -> None:
         super().__init__(
-            f"{kind} call refused by [budget] ({reason}): it may use {bound} tokens and "
-            f"the cap for {day} would be passed"
+            f"{kind} call refused by [budget] ({reason}): {_why(kind, reason, bound, day)}"
         )
         self.kind = kind
         self.reason = reason
         self.bound = bound
         self.day = day
+
+
+def _why(kind: SpendKind, reason: BudgetReason, bound: int, day: str) -> str:
+    if reason == "budget_call":
+        return f"one request may use {bound} tokens, more than [budget.{kind}] call_tokens"
+    cap = (
+        "[budget] day_usd"
+        if reason == "budget_usd"
+        else ("[budget] live_day_tokens" if kind == "live" else f"[budget.{kind}] day_tokens")
+    )
+    return f"up to {bound} more tokens would pass {cap} for {day}"
 
 
 @dataclass(frozen=True)
@@ -150,13 +160,13 @@ class BudgetGate:
         key = (row.kind, reason, row.day)
         if key not in self._logged:
             self._logged.add(key)
+            until = (
+                "while its requests are this big"
+                if reason == "budget_call"
+                else f"for the rest of {row.day} or until spend frees up"
+            )
             log.warning(
-                "budget: %s calls refused (%s) for the rest of %s or until spend frees up "
-                "(runbook: %s)",
-                row.kind,
-                reason,
-                row.day,
-                RUNBOOK,
+                "budget: %s calls refused (%s) %s (runbook: %s)", row.kind, reason, until, RUNBOOK
             )
         if self.telemetry is None:
             return

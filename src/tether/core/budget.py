@@ -32,10 +32,12 @@ MTOK = 1_000_000
 _count = functools.lru_cache(maxsize=4096)(tokens.count)
 
 
-@functools.cache
 def _role(role: str) -> int:
     """A message's template tokens: its markers and its ``role`` line."""
     return MARKERS + tokens.count(f"{role}\n")
+
+
+_ROLES = {role: _role(role) for role in ("system", "user", "assistant", "tool")}
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def prompt_tokens(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema] =
     """The deterministic count of a request's prompt as a chat template renders it: every
     message's text and tool calls in role markers, the offered tool schemas as the JSON
     the server is sent, and the opening of the reply."""
-    n = _role("assistant") - 1  # the reply's opening has no end marker yet
+    n = _ROLES["assistant"] - 1  # the reply's opening has no end marker yet
     if tools:
         listed = [
             {
@@ -86,9 +88,11 @@ def prompt_tokens(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema] =
             }
             for t in tools
         ]
-        n += _role("system") + _count(json.dumps(listed, sort_keys=True))
+        n += _ROLES["system"] + _count(json.dumps(listed, sort_keys=True))
+    # One pass of cached counts: this runs before every background call, over prompts of
+    # up to a thousand messages.
+    n += sum([_ROLES[m.role] + _count(m.content) for m in messages])
     for m in messages:
-        n += _role(m.role) + _count(m.content)
         if m.tool_calls:
             calls = [{"id": c.id, "name": c.name, "arguments": c.args} for c in m.tool_calls]
             n += _count(json.dumps(calls, sort_keys=True, ensure_ascii=False))
