@@ -2,7 +2,9 @@
 
 A background call is a completion on the background slot of the fake llama server (a
 real HTTP server in a child process, as llama-server would be) whose prompt is a standing
-session that grows by one exchange a call, like the heartbeat's. Calls with and without
+session that grows by one exchange a call, like the heartbeat's, and starts again from
+its system prompt when it reaches the compaction threshold (0.85 of 32768 tokens), as
+compaction would make it. Calls with and without
 the gate alternate, so drift on a noisy machine hits both alike. The gate's own cost
 (``BudgetGate.bound`` + ``reserve`` before the call, ``settle`` after: the prompt count
 and two SQLite transactions on the home's ``tether.db``) is timed by itself too, with a
@@ -43,6 +45,7 @@ with FakeLlama(n_ctx=65536, parallel=2) as f:
     sys.stdin.read()
 """
 SYSTEM = "You are the owner's agent. Keep notes short and useful. " * 60
+THRESHOLD = int(0.85 * 32768)
 EXCHANGE = "It is Monday 2026-11-02 03:00 UTC. Anything that needs me? Nothing new since then. "
 
 
@@ -127,6 +130,8 @@ async def run(calls: int, prefilled: int) -> None:
         plain: list[float] = []
         gated: list[float] = []
         gate_only: list[float] = []
+        counting: list[float] = []
+        longest = 0
         try:
             for i in range(calls * 2):
                 messages.append(ChatMessage(role="user", content=f"{EXCHANGE}#{i}"))
@@ -136,8 +141,11 @@ async def run(calls: int, prefilled: int) -> None:
                 spent = 0.0
                 if with_gate:
                     g = time.perf_counter()
-                    reservation = gate.reserve("heartbeat", "heartbeat", gate.bound(request, 16))
+                    bound = gate.bound(request, 16)
+                    counted = time.perf_counter()
+                    reservation = gate.reserve("heartbeat", "heartbeat", bound)
                     spent += time.perf_counter() - g
+                    counting.append((counted - g) * 1000)
                 done: Completion = await llm.complete(request)
                 if with_gate:
                     g = time.perf_counter()
@@ -148,6 +156,9 @@ async def run(calls: int, prefilled: int) -> None:
                 if with_gate:
                     gate_only.append(spent * 1000)
                 messages.append(ChatMessage(role="assistant", content=done.content))
+                longest = max(longest, len(messages))
+                if done.cache_n + done.prompt_n >= THRESHOLD:
+                    messages = messages[:1]  # compacted: the next epoch starts again
         finally:
             await llm.aclose()
             store.close()
@@ -161,8 +172,9 @@ async def run(calls: int, prefilled: int) -> None:
         gate_only,
         goal_p99_ms=1.0,
         ledger_rows=prefilled + calls,
-        prompt_messages=len(messages),
+        longest_prompt_messages=longest,
     )
+    figures("gate_prompt_count", counting)
     print(
         json.dumps(
             {

@@ -166,18 +166,20 @@ class Compactor:
                     exc.reason,
                 )
                 return "", "fallback"
-        completion = None
         try:
             async with self.gates.hold(self.config.slots.background, Priority.COMPACTION):
                 completion = await self.llm.complete(request)
-        except LlmError as exc:
+        except BaseException as exc:
+            if reservation is not None and self.budget is not None:
+                self.budget.settle(reservation, None)  # nothing used; may be cancelled
+            if not isinstance(exc, LlmError):
+                raise
             log.warning(
                 "compaction session=%s summary call failed (%s); using the fallback",
                 session.id,
                 exc,
             )
             return "", "fallback"
-        finally:
-            if reservation is not None and self.budget is not None:
-                self.budget.settle(reservation, completion)
+        if reservation is not None and self.budget is not None:
+            await asyncio.to_thread(self.budget.settle, reservation, completion)
         return cap(neutralise(completion.content), self.config.compact.summary_chars), "model"

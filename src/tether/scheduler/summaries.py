@@ -108,13 +108,15 @@ class ToolSummaries:
         if self.budget is not None:
             bound = self.budget.bound(request, self.config.llm.max_tokens)
             reservation = await asyncio.to_thread(self.budget.reserve, "tool_summary", sid, bound)
-        completion = None
         try:
             async with self.gates.hold(background, lambda: self._priority(sid)):
                 completion = await self.llm.complete(request)
-        finally:
+        except BaseException:
             if reservation is not None and self.budget is not None:
-                self.budget.settle(reservation, completion)
+                self.budget.settle(reservation, None)  # nothing used; may be cancelled
+            raise
+        if reservation is not None and self.budget is not None:
+            await asyncio.to_thread(self.budget.settle, reservation, completion)
         text = cap(neutralise(completion.content), self.config.compact.summary_chars)
         text = redact(text, allow=home_allow(self.home)).text
         if not text:
