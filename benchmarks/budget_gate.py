@@ -7,7 +7,8 @@ its system prompt when it reaches the compaction threshold (0.85 of 32768 tokens
 compaction would make it. Calls with and without
 the gate alternate, so drift on a noisy machine hits both alike. The gate's own cost
 (``BudgetGate.bound`` + ``reserve`` before the call, ``settle`` after: the prompt count
-and two SQLite transactions on the home's ``tether.db``) is timed by itself too, with a
+and two SQLite transactions on the home's ``tether.db``) is timed by itself too, and its
+check alone (count + reserve: what delays the call; the settle runs once the answer is in), with a
 ledger that already holds ``--prefill`` calls of the day (86 400 is a heartbeat a second
 for a whole day), so the figure is the one a long day ends with.
 
@@ -131,6 +132,7 @@ async def run(calls: int, prefilled: int) -> None:
         gated: list[float] = []
         gate_only: list[float] = []
         counting: list[float] = []
+        checks: list[float] = []
         longest = 0
         try:
             for i in range(calls * 2):
@@ -145,6 +147,7 @@ async def run(calls: int, prefilled: int) -> None:
                     counted = time.perf_counter()
                     reservation = gate.reserve("heartbeat", "heartbeat", bound)
                     spent += time.perf_counter() - g
+                    checks.append(spent * 1000)
                     counting.append((counted - g) * 1000)
                 done: Completion = await llm.complete(request)
                 if with_gate:
@@ -174,6 +177,7 @@ async def run(calls: int, prefilled: int) -> None:
         ledger_rows=prefilled + calls,
         longest_prompt_messages=longest,
     )
+    figures("gate_check_before_call", checks)
     figures("gate_prompt_count", counting)
     print(
         json.dumps(

@@ -23,13 +23,13 @@ _COLUMNS = (
 
 
 def spent(c: sqlite3.Connection, day: str, kind: str) -> SpentToday:
-    tokens = c.execute(
-        "SELECT tokens FROM budget_total WHERE day = ? AND kind = ?", (day, kind)
+    tokens, usd = c.execute(
+        "SELECT coalesce(sum(CASE WHEN kind = ? THEN tokens END), 0),"
+        " coalesce(sum(CASE WHEN kind != 'live' THEN usd END), 0)"
+        " FROM budget_total WHERE day = ?",
+        (kind, day),
     ).fetchone()
-    usd = c.execute(
-        "SELECT coalesce(sum(usd), 0) FROM budget_total WHERE day = ? AND kind != 'live'", (day,)
-    ).fetchone()
-    return SpentToday(tokens=int(tokens[0]) if tokens else 0, usd=float(usd[0]))
+    return SpentToday(tokens=int(tokens), usd=float(usd))
 
 
 def _add(c: sqlite3.Connection, day: str, kind: str, tokens: int, usd: float) -> None:
@@ -86,18 +86,14 @@ def settle(
     predicted_n: int,
 ) -> bool:
     found = c.execute(
-        "SELECT day, kind, bound_tokens, bound_usd FROM budget_spend"
-        " WHERE id = ? AND state = 'reserved'",
-        (spend_id,),
+        "UPDATE budget_spend SET state = 'settled', tokens = ?, usd = ?, cache_n = ?,"
+        " prompt_n = ?, predicted_n = ? WHERE id = ? AND state = 'reserved'"
+        " RETURNING day, kind, bound_tokens, bound_usd",
+        (tokens, usd, cache_n, prompt_n, predicted_n, spend_id),
     ).fetchone()
     if found is None:
         return False  # settled already, or never reserved: nothing to move
     day, kind, bound_tokens, bound_usd = found
-    c.execute(
-        "UPDATE budget_spend SET state = 'settled', tokens = ?, usd = ?, cache_n = ?,"
-        " prompt_n = ?, predicted_n = ? WHERE id = ?",
-        (tokens, usd, cache_n, prompt_n, predicted_n, spend_id),
-    )
     _add(c, day, kind, tokens - int(bound_tokens), usd - float(bound_usd))
     return True
 
