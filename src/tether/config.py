@@ -6,6 +6,7 @@ Every key is documented in ``docs/configuration.md``; keep the two in step.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -185,6 +186,47 @@ class SweepConfig(_Section, frozen=True):
                 raise ValueError(f'Expected owner ids or "*", got {owner!r} - at `$.cohort`')
 
 
+# -- [budget]: hard caps on background model calls (issue 23) --------------------------
+
+#: Background job kinds that a ``[budget.<kind>]`` table may cap. ``sweep`` and ``harvest``
+#: are reserved for the sweep's model pass and the checkpoint harvest, which use the same
+#: gate when they land.
+BUDGET_KINDS = ("compaction", "tool_summary", "heartbeat", "cron", "sweep", "harvest")
+Usd = Annotated[float, msgspec.Meta(ge=0.0)]
+
+
+class KindBudget(_Section, frozen=True):
+    #: The most one request may use: its prompt tokens plus its ``max_tokens``.
+    call_tokens: NonNegativeInt | None = None
+    #: Tokens per local day for this kind.
+    day_tokens: NonNegativeInt | None = None
+
+
+class BudgetConfig(_Section, frozen=True):
+    day_usd: Usd | None = None
+    usd_per_mtok_in: Usd = 0.0
+    usd_per_mtok_out: Usd = 0.0
+    usd_per_mtok_cached: Usd = 0.0
+    live_day_tokens: NonNegativeInt | None = None
+    compaction: KindBudget = msgspec.field(default_factory=KindBudget)
+    tool_summary: KindBudget = msgspec.field(default_factory=KindBudget)
+    heartbeat: KindBudget = msgspec.field(default_factory=KindBudget)
+    cron: KindBudget = msgspec.field(default_factory=KindBudget)
+    sweep: KindBudget = msgspec.field(default_factory=KindBudget)
+    harvest: KindBudget = msgspec.field(default_factory=KindBudget)
+
+    def __post_init__(self) -> None:
+        # TOML spells nan and inf; neither is a price or a ceiling.
+        for key in ("day_usd", "usd_per_mtok_in", "usd_per_mtok_out", "usd_per_mtok_cached"):
+            value = getattr(self, key)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"Expected a finite number of US dollars - at `$.{key}`")
+
+    def kind(self, name: str) -> KindBudget:
+        budget: KindBudget = getattr(self, name)
+        return budget
+
+
 class Config(_Section, frozen=True):
     llm: LlmConfig = msgspec.field(default_factory=LlmConfig)
     expect: ExpectConfig = msgspec.field(default_factory=ExpectConfig)
@@ -195,6 +237,7 @@ class Config(_Section, frozen=True):
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     sweep: SweepConfig = msgspec.field(default_factory=SweepConfig)
+    budget: BudgetConfig = msgspec.field(default_factory=BudgetConfig)
 
     def __post_init__(self) -> None:
         if self.slots.main == self.slots.background:

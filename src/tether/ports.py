@@ -28,6 +28,7 @@ from tether.core.sweep import state as _sweep
 from tether.core.sweep.packet import DailySweepInput, Incomplete
 from tether.core.sweep.windows import Window
 from tether.records import (
+    BudgetReason,
     Completion,
     CompletionRequest,
     Found,
@@ -39,6 +40,8 @@ from tether.records import (
     Page,
     RecallStat,
     SearchQuery,
+    SpendRow,
+    SpentToday,
     TextCell,
 )
 
@@ -131,6 +134,34 @@ class Store(Protocol):
         """Replace every fact row with ``facts`` (``fact:<id>``, as given: the caller
         redacts) and store ``stamp``, atomically, if the stored stamp is still
         ``expect``; False (nothing written) when another writer synced meanwhile."""
+
+    # -- the budget gate's spend ledger -------------------------------------------------
+    def budget_reserve(
+        self, row: SpendRow, decide: Callable[[SpentToday], BudgetReason | None]
+    ) -> SpendRow:
+        """In one write transaction: read what ``row.day`` has spent (``row.kind``'s
+        tokens, all background work's money), call ``decide`` with it, and store ``row``
+        as ``reserved`` (its bound added to the day) or ``refused`` with the reason. The
+        stored row comes back, with its id. Two reservations never see the same totals."""
+
+    def budget_settle(
+        self,
+        spend_id: int,
+        *,
+        tokens: int,
+        usd: float,
+        cache_n: int = 0,
+        prompt_n: int = 0,
+        predicted_n: int = 0,
+    ) -> bool:
+        """Replace a reservation's bound by what its call used (0 for a call that
+        failed); False if it was not an open reservation."""
+
+    def budget_spent(self, day: str, kind: str) -> SpentToday:
+        """What ``day`` has spent, as ``budget_reserve`` would weigh it."""
+
+    def budget_rows(self, since: str | None = None) -> list[SpendRow]:
+        """Every ledger row of local days from ``since`` (YYYY-MM-DD) on, oldest first."""
 
     # -- search: a ``SearchQuery`` (built by ``core.query``), each store renders it -------
     def search(self, query: SearchQuery, k: int) -> list[Hit]:

@@ -100,6 +100,7 @@ TurnErrorKind = Literal[
     "llm_protocol",
     "tool_step_limit",  # the tool loop hit its step limit
     "interrupted",  # the process stopped mid-turn (closed then, or at the next open)
+    "budget",  # a later step of the tool loop was refused by [budget]
 ]
 
 
@@ -304,6 +305,44 @@ class RecallStat(msgspec.Struct, frozen=True):
     ref: str
     count: int
     last: datetime | None
+
+
+# -- spend control: the budget gate's ledger ---------------------------------------------
+
+#: Who spends: a background job kind of ``[budget.<kind>]``, or ``live`` (owner turns).
+SpendKind = Literal["compaction", "tool_summary", "heartbeat", "cron", "sweep", "harvest", "live"]
+#: Why the gate refused a call: one request over ``call_tokens``, the day's tokens over
+#: ``day_tokens`` (or ``live_day_tokens``), or the day's background money over ``day_usd``.
+BudgetReason = Literal["budget_call", "budget_daily", "budget_usd"]
+SpendState = Literal["reserved", "settled", "refused"]
+
+
+class SpentToday(msgspec.Struct, frozen=True):
+    """What one local day has spent so far, as the gate weighs it: ``tokens`` of the
+    request's kind and ``usd`` of all background work (reservations at their bound)."""
+
+    tokens: int = 0
+    usd: float = 0.0
+
+
+class SpendRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One gated model call in the spend ledger. A ``reserved`` row counts at its bound
+    until it is ``settled`` with the server's usage; a ``refused`` row spent nothing."""
+
+    id: int = 0
+    time: datetime
+    day: str  # the owner's local date, YYYY-MM-DD
+    kind: SpendKind
+    session: str
+    state: SpendState
+    reason: BudgetReason | None = None
+    bound_tokens: int
+    bound_usd: float
+    tokens: int = 0
+    usd: float = 0.0
+    cache_n: int = 0
+    prompt_n: int = 0
+    predicted_n: int = 0
 
 
 # -- inference: what every backend takes and returns, whatever its wire protocol --------

@@ -10,11 +10,13 @@ next open finishes the new epoch from the ``EpochEnd`` summary.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.agent.budget import BudgetGate, BudgetRefusedError
 from tether.agent.locks import InFlight, SlotGates
 from tether.checkpoint.bank import BankReport, bank_window
 from tether.config import Config
@@ -65,8 +67,10 @@ class Compactor:
         new_baseline: Callable[[str], Baseline],
         prompt: Callable[[], str],
         inflight: InFlight | None = None,
+        budget: BudgetGate | None = None,
     ) -> None:
         self.config = config
+        self.budget = budget
         self.inflight = inflight or InFlight()
         self.llm = llm
         self.gates = gates
@@ -148,14 +152,36 @@ class Compactor:
             slot=self.config.slots.background,
             max_tokens=max(256, self.config.compact.summary_chars // 2),
         )
+        reservation = None
+        if self.budget is not None:
+            bound = self.budget.bound(request, self.config.llm.max_tokens)
+            try:
+                reservation = await asyncio.to_thread(
+                    self.budget.reserve, "compaction", session.id, bound
+                )
+            except BudgetRefusedError as exc:
+                # Over budget the session still compacts (from the owner's own words)
+                # rather than growing until it overflows.
+                log.warning(
+                    "compaction session=%s summary call skipped (%s); using the fallback",
+                    session.id,
+                    exc.reason,
+                )
+                return "", "fallback"
         try:
             async with self.gates.hold(self.config.slots.background, Priority.COMPACTION):
                 completion = await self.llm.complete(request)
-        except LlmError as exc:
+        except BaseException as exc:
+            if reservation is not None and self.budget is not None:
+                self.budget.settle(reservation, None)  # nothing used; may be cancelled
+            if not isinstance(exc, LlmError):
+                raise
             log.warning(
                 "compaction session=%s summary call failed (%s); using the fallback",
                 session.id,
                 exc,
             )
             return "", "fallback"
+        if reservation is not None and self.budget is not None:
+            await asyncio.to_thread(self.budget.settle, reservation, completion)
         return cap(neutralise(completion.content), self.config.compact.summary_chars), "model"

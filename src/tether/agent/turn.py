@@ -14,10 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.agent.budget import BudgetGate, BudgetRefusedError, Reservation
 from tether.agent.compaction import CompactionDone, CompactionFailedError, Compactor
 from tether.agent.locks import BusySet, InFlight, SlotGates
 from tether.broker import Broker
 from tether.config import Config
+from tether.core import replay
+from tether.core.budget import Bound, prompt_tokens
 from tether.core.compaction import should_compact
 from tether.core.memory_block import build_block
 from tether.core.replay import fresh_tokens
@@ -38,8 +41,11 @@ from tether.ports import Clock, Llm, Store
 from tether.records import (
     Assistant,
     Baseline,
+    ChatMessage,
+    Completion,
     CompletionRequest,
     LogRecord,
+    SpendKind,
     ToolCall,
     ToolResult,
     TurnError,
@@ -52,6 +58,9 @@ from tether.tools import schemas
 from tether.tools.box import ToolBox, ToolContext
 
 log = logging.getLogger("tether.daemon")
+#: A first call weighed before the busy hold: its reservation, and the session or the
+#: fresh baseline it was weighed on.
+_Weighed = tuple[Reservation, Session | None, Baseline | None] | None
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,15 @@ class Agent:
     """Runs turns for any session of a home. Owns the busy set and the slot gates."""
 
     def __init__(
-        self, *, home: Path, config: Config, store: Store, llm: Llm, tools: ToolBox, clock: Clock
+        self,
+        *,
+        home: Path,
+        config: Config,
+        store: Store,
+        llm: Llm,
+        tools: ToolBox,
+        clock: Clock,
+        budget: BudgetGate | None = None,
     ) -> None:
         self.home = home
         self.config = config
@@ -143,6 +160,8 @@ class Agent:
         self.llm = llm
         self.tools = tools
         self.clock = clock
+        #: The spend gate (``[budget]``); None runs every call ungated (tests, tools).
+        self.budget = budget
         self.broker = Broker(config.tools)
         self.busy = BusySet(home / "sessions")
         self.gates = SlotGates()
@@ -159,6 +178,7 @@ class Agent:
             new_baseline=self.new_baseline,
             prompt=lambda: read_prompt(home, "compact.md"),
             inflight=self.inflight,
+            budget=budget,
         )
 
     def new_baseline(self, sid: str | None = None) -> Baseline:
@@ -178,23 +198,42 @@ class Agent:
         speaker: str | None = None,
         slot: int | None = None,
         priority: Priority = Priority.LIVE,
+        kind: SpendKind = "live",
     ) -> TurnDone:
         """Wait until the session is free, then run one turn on it.
 
         A session due for compaction (or left mid-compaction by a crash) is compacted
         first. A request refused as context-full compacts and retries the message once in
         the new epoch; a second refusal ends the turn ``session_full``. ``priority``
-        places its requests in the slot gate's queue (scheduled work passes its own).
+        places its requests in the slot gate's queue (scheduled work passes its own), and
+        ``kind`` says whose budget its model calls spend: a first call over ``[budget]``
+        raises BudgetRefusedError before anything is written (a new session is not even
+        created); a later step's refusal ends the turn with ``TurnError{kind: "budget"}``.
         """
+        weighed: _Weighed = None
+        gated = self.budget is not None and self.budget.gated(kind)
+        if gated and not await asyncio.to_thread(Session.exists, self.home, sid):
+            # Weighed before the busy hold makes the session's folder: a refused
+            # scheduled run leaves nothing behind.
+            weighed = await asyncio.to_thread(self._weigh, sid, text, kind)
         async with self.busy.hold(sid):
             # File and SQLite work runs in a worker thread: a scheduled turn's fsyncs and
             # indexing must not hold the event loop while a live turn waits on it.
-            session = await asyncio.to_thread(self._open_for, sid, text, slot)
+            session, first = await asyncio.to_thread(
+                self._open_for_turn, sid, slot, text, kind, weighed
+            )
             try:
-                await asyncio.to_thread(self._close_interrupted, session)
-                await self._compact_if_due(session)
                 try:
-                    done = await self._turn(session, text, speaker, priority)
+                    await asyncio.to_thread(self._close_interrupted, session)
+                    await self._compact_if_due(session)
+                except BaseException:
+                    if first is not None and self.budget is not None:
+                        self.budget.settle(first, None)  # the call is never made
+                    raise
+                try:
+                    done = await self._turn(
+                        session, text, speaker, priority, kind=kind, first=first
+                    )
                 except _Retry:
                     # Results this epoch logged get their summaries queued (and waited
                     # for) before it closes.
@@ -204,18 +243,24 @@ class Agent:
                     except CompactionFailedError as failed:
                         raise TurnFailedError(session.id, "session_full", failed) from failed
                     # Marked a retry: the same turn, counted and indexed once.
-                    done = await self._turn(session, text, speaker, priority, retry=True)
+                    done = await self._turn(session, text, speaker, priority, retry=True, kind=kind)
                 return dataclasses.replace(done, compact_due=self.due(session))
             finally:
                 self._after_turn(session)
                 await asyncio.to_thread(self._index, session.id)
 
-    def _open_for(self, sid: str, text: str, slot: int | None) -> Session:
-        """Open (or create) the session for ``text``, refusing first, before anything is
-        logged or created, a message that cannot fit even a fresh epoch (by the documented
-        token estimate; the server has the last word)."""
+    def _open_for(
+        self, sid: str, text: str, slot: int | None, fresh: Baseline | None = None
+    ) -> Session:
+        """Open (or create, on ``fresh`` or a new baseline) the session for ``text``,
+        refusing first, before anything is logged or created, a message that cannot fit
+        even a fresh epoch (by the documented token estimate; the server has the last
+        word)."""
         session = Session.open(self.home, sid) if Session.exists(self.home, sid) else None
-        baseline = session.baseline if session is not None else self.new_baseline(sid)
+        if session is not None:
+            baseline = session.baseline
+        else:
+            baseline = fresh if fresh is not None else self.new_baseline(sid)
         needed = fresh_tokens(baseline, text)
         base = fresh_tokens(baseline, "")
         n_ctx = self.config.expect.n_ctx
@@ -233,6 +278,38 @@ class Agent:
             slot=self.config.slots.main if slot is None else slot,
             time=self.clock.now(),
         )
+
+    def _weigh(
+        self, sid: str, text: str, kind: SpendKind
+    ) -> tuple[Reservation, Session | None, Baseline | None]:
+        """Reserve the first call of a gated turn on the session as it stands (or, for a
+        session not made yet, on a fresh baseline) plus the new message."""
+        assert self.budget is not None
+        session = Session.open(self.home, sid) if Session.exists(self.home, sid) else None
+        baseline = None
+        if session is not None:
+            messages, tools = session.messages(), session.baseline.tools
+        else:
+            baseline = self.new_baseline(sid)
+            messages, tools = replay.messages(baseline, None, ()), baseline.tools
+        messages.append(ChatMessage(role="user", content=text))
+        bound = Bound(prompt_tokens(messages, tools), self.config.llm.max_tokens)
+        return self.budget.reserve(kind, sid, bound), session, baseline
+
+    def _open_for_turn(
+        self, sid: str, slot: int | None, text: str, kind: SpendKind, weighed: _Weighed
+    ) -> tuple[Session, Reservation | None]:
+        """The session, and the first call's reservation when ``kind`` is gated (weighed
+        before the busy hold for a session not made yet; the session may have been made
+        meanwhile, which ``_open_for`` sees)."""
+        if self.budget is None or not self.budget.gated(kind):
+            return self._open_for(sid, text, slot), None
+        first, _, baseline = weighed or self._weigh(sid, text, kind)
+        try:
+            return self._open_for(sid, text, slot, baseline), first
+        except BaseException:
+            self.budget.settle(first, None)
+            raise
 
     def _close_interrupted(self, session: Session) -> None:
         if session.close_interrupted(self.clock.now()):
@@ -296,6 +373,22 @@ class Agent:
             session = await asyncio.to_thread(Session.open, self.home, sid)
             return await self.compactor.compact(session)
 
+    async def _reserve(
+        self, session: Session, request: CompletionRequest, kind: SpendKind
+    ) -> Reservation | None:
+        if self.budget is None or not self.budget.gated(kind):
+            return None
+        bound = self.budget.bound(request, self.config.llm.max_tokens)
+        try:
+            return await asyncio.to_thread(self.budget.reserve, kind, session.id, bound)
+        except BudgetRefusedError as exc:
+            await _append(session, TurnError(time=self.clock.now(), kind="budget"))
+            raise TurnFailedError(session.id, "budget", exc) from exc
+
+    async def _settle(self, reservation: Reservation | None, completion: Completion | None) -> None:
+        if reservation is not None and self.budget is not None:
+            await asyncio.to_thread(self.budget.settle, reservation, completion)
+
     async def _turn(
         self,
         session: Session,
@@ -304,6 +397,8 @@ class Agent:
         priority: Priority,
         *,
         retry: bool = False,
+        kind: SpendKind = "live",
+        first: Reservation | None = None,
     ) -> TurnDone:
         started = _time.perf_counter()
         # A refusal compacts and retries once when the epoch holds something to compact
@@ -320,6 +415,9 @@ class Agent:
                 slot=session.slot,
                 max_tokens=self.config.llm.max_tokens,
             )
+            reservation = first if step == 0 and first is not None else None
+            if reservation is None:
+                reservation = await self._reserve(session, request, kind)
             try:
                 async with self.gates.hold(session.slot, priority):
                     completion = await self.llm.complete(request)
@@ -328,13 +426,17 @@ class Agent:
                 session.append(
                     TurnError(time=self.clock.now(), kind="interrupted")
                 )  # no await: cancelled
+                if reservation is not None and self.budget is not None:
+                    self.budget.settle(reservation, None)
                 raise
             except LlmError as exc:
-                kind = _error_kind(exc)
-                await _append(session, TurnError(time=self.clock.now(), kind=kind))
-                if kind == "session_full" and not retry and (earlier or step > 0):
+                await self._settle(reservation, None)
+                kind_ = _error_kind(exc)
+                await _append(session, TurnError(time=self.clock.now(), kind=kind_))
+                if kind_ == "session_full" and not retry and (earlier or step > 0):
                     raise _Retry from exc
-                raise TurnFailedError(session.id, kind, exc) from exc
+                raise TurnFailedError(session.id, kind_, exc) from exc
+            await self._settle(reservation, completion)
             now = self.clock.now()
             usage = Usage(
                 time=now,

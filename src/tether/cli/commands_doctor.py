@@ -42,7 +42,8 @@ class Report:
     #: Slot role -> n_ctx as the backend reports it (None: not reported).
     n_ctx: dict[str, int | None] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
-    #: Settings that work but weaken a guarantee (the exit code does not change).
+    #: What does not make the backend unusable but the owner should know (a setting that
+    #: weakens a guarantee, a budget hit today); the exit code does not change.
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -197,6 +198,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     config = ctx.config()
     report = asyncio.run(diagnose(config))
     report.checks.append(_private_home(ctx))
+    report.warnings.extend(_budget_warnings(ctx))
     if as_json:
         echo_json(_json(report))
     else:
@@ -215,6 +217,29 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     if not report.ok:
         ctx_click = click.get_current_context()
         ctx_click.exit(1)
+
+
+def _budget_warnings(ctx: Context) -> list[str]:
+    """A line per job kind and reason the budget gate refused today (the owner's day)."""
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from tether.agent.budget import hits
+    from tether.core.budget import local_day
+    from tether.daemon.compose import home_zone
+
+    try:
+        with ctx.sweep_reader() as sweep:
+            zone = home_zone(sweep)
+        day = local_day(ZoneInfo(zone), datetime.now(UTC)).isoformat()
+        with ctx.store() as store:
+            found = hits(store.budget_rows(day), day)
+    except TetherError as exc:
+        return [f"budget: the spend ledger cannot be read ({exc})"]
+    return [
+        f"budget: {kind} hit its budget today ({reason}, {n} call(s) refused; `tether usage`)"
+        for (kind, reason), n in sorted(found.items())
+    ]
 
 
 COMMANDS = [doctor_cmd]

@@ -39,6 +39,7 @@ COMMANDS: Mapping[str, str] = {
     "page": "commands_page",
     "compile-context": "commands_views",
     "demo": "commands_demo",
+    "usage": "commands_usage",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -90,6 +91,10 @@ SUMMARIES: Mapping[str, str] = {
     "session": "Inspect sessions.",
     "sessions": "Bring sessions in from elsewhere.",
     "sweep": "The daily memory sweep.",
+    "usage": (
+        "Tokens and estimated cost of model calls per job kind, day or session, with the main"
+        " slot's cache hit share."
+    ),
 }
 MEMORY_SUMMARIES: Mapping[str, str] = {
     "add": "Add an identity entry (lands in each session's baseline at its next epoch).",

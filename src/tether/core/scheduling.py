@@ -87,21 +87,25 @@ def scheduled_text(now: datetime, prompt: str, listing: str | None = None) -> st
 
 # -- the run ledger ------------------------------------------------------------------------
 
-RunStatus = Literal["started", "finished", "failed"]
+RunStatus = Literal["started", "finished", "failed", "skipped"]
 
 
-class RunRecord(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """One line of ``jobs/runs.jsonl``."""
+class RunRecord(
+    msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, omit_defaults=True
+):
+    """One line of ``jobs/runs.jsonl``. ``reason`` only on a ``skipped`` run: the budget
+    gate's reason code (``budget_call``, ``budget_daily``, ``budget_usd``)."""
 
     time: Annotated[datetime, msgspec.Meta(tz=True)]
     name: str
     session: str
     status: RunStatus
+    reason: str | None = None
 
 
 def open_runs(records: Iterable[RunRecord]) -> list[RunRecord]:
-    """``started`` records with no later ``finished`` or ``failed`` of the same session,
-    in ledger order."""
+    """``started`` records with no later end (``finished``, ``failed``, ``skipped``) of
+    the same session, in ledger order."""
     open_: dict[str, RunRecord] = {}
     for r in records:
         if r.status == "started":

@@ -10,12 +10,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 
+from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
+from tether.agent.budget import BudgetGate
 from tether.agent.turn import Agent
 from tether.config import Config
-from tether.errors import BadInputError
+from tether.core.sweep.windows import zone as named_zone
+from tether.errors import BadInputError, TetherError
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
 from tether.ports import Clock, Llm, Store, SweepStore
@@ -47,6 +51,49 @@ def build_llm(config: Config) -> Llm:
 
         return EmbeddedLlm.from_config(config)
     raise BadInputError(f"unknown llm.backend {cfg.backend!r}")
+
+
+def machine_zone() -> str:
+    """This machine's IANA zone: ``$TZ`` when it names one, else what ``/etc/localtime``
+    links to, else ``/etc/timezone``, else UTC."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    with contextlib.suppress(OSError):
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        candidates.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
+    for name in candidates:
+        if name:
+            with contextlib.suppress(TetherError):
+                named_zone(name)
+                return name
+    return "UTC"
+
+
+def home_zone(sweep: SweepStore | None) -> str:
+    """The zone whose local day the budgets count in: the home owner's (the sweep's owner
+    ``owner``, set with ``tether owner set-tz``), else the machine's."""
+    if sweep is not None:
+        try:
+            owner = sweep_owners.get(sweep, sweep_owners.DEFAULT_OWNER)
+        except TetherError:  # no owner yet, or a store the sweep never ran in
+            return machine_zone()
+        return owner.timezone_name
+    return machine_zone()
+
+
+def build_budget(
+    home: Path, config: Config, store: Store, clock: Clock, sweep: SweepStore | None
+) -> BudgetGate:
+    """The spend gate of every model call the runtime makes (``[budget]``)."""
+    return BudgetGate(
+        config=config.budget,
+        store=store,
+        clock=clock,
+        zone=ZoneInfo(home_zone(sweep)),
+        telemetry=home / BUDGET_TELEMETRY,
+    )
 
 
 @dataclass
@@ -83,8 +130,15 @@ def build_runtime(
         raise
     http = httpx.AsyncClient(headers={"user-agent": "tether"})
     tools = ToolBox(home, store, config, http, sweep=sweep)
+    clock = clock or SystemClock()
     agent = Agent(
-        home=home, config=config, store=store, llm=model, tools=tools, clock=clock or SystemClock()
+        home=home,
+        config=config,
+        store=store,
+        llm=model,
+        tools=tools,
+        clock=clock,
+        budget=build_budget(home, config, store, clock, sweep),
     )
     return Runtime(
         home=home, config=config, store=store, sweep=sweep, llm=model, http=http, agent=agent

@@ -1,5 +1,6 @@
 """Cron runs: a job that is due starts a new session ``job-<name>-t<unix-seconds>`` on the
-background slot, recorded in the run ledger as ``started`` then ``finished`` or ``failed``.
+background slot, recorded in the run ledger as ``started`` then ``finished`` or ``failed``,
+or ``skipped`` with the reason code when ``[budget]`` refuses its first model call.
 
 A tick whose job still has a run in flight is skipped (the schedule does not queue). A
 scheduler that woke late runs a job once for the minutes it missed (at most a day back);
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from tether.agent.budget import BudgetRefusedError
 from tether.agent.turn import Agent
 from tether.core.cron import latest_due
 from tether.core.scheduling import (
@@ -118,9 +120,10 @@ class CronRunner:
     async def _run(self, job: Job, sid: str, text: str) -> None:
         agent = self.agent
         status: RunStatus = "failed"
+        reason: str | None = None
         try:
             done = await agent.run_turn(
-                sid, text, slot=agent.config.slots.background, priority=Priority.CRON
+                sid, text, slot=agent.config.slots.background, priority=Priority.CRON, kind="cron"
             )
             status = "finished"
             log.info(
@@ -131,8 +134,12 @@ class CronRunner:
                 done.untrusted,
                 done.elapsed_ms,
             )
+        except BudgetRefusedError as exc:
+            # Refused before its session was made: a skipped run, with the reason.
+            status, reason = "skipped", exc.reason
+            log.warning("cron job=%s session=%s skipped: %s", job.name, sid, exc)
         except TetherError as exc:
             log.warning("cron job=%s session=%s failed: %s", job.name, sid, exc)
         finally:
             # Cancelled by a stopping daemon too: the run did not finish.
-            self.ledger.append(agent.clock.now(), job.name, sid, status)
+            self.ledger.append(agent.clock.now(), job.name, sid, status, reason)

@@ -1,6 +1,8 @@
 """The heartbeat: every ``[heartbeat] every_s`` seconds, one turn on the standing session
 ``heartbeat`` (background slot), whose user text is ``It is <UTC time>.`` and the prompt
-file. An unreadable prompt skips the beat and logs one line until it reads again.
+file. An unreadable prompt skips the beat and logs one line until it reads again. A beat
+over ``[budget.heartbeat]`` (or ``day_usd``) is skipped before anything is written: the
+budget gate logs it once a day and appends its reason to ``telemetry/budget.jsonl``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Literal
 
+from tether.agent.budget import BudgetRefusedError
 from tether.agent.turn import Agent, read_prompt
 from tether.core.scheduling import HEARTBEAT_SESSION, Priority, scheduled_text
 from tether.errors import ConfigError, TetherError
@@ -29,6 +32,8 @@ class Heartbeat:
         self.last = start
         self.task: asyncio.Task[None] | None = None
         self._unreadable = False
+        #: The reason code of the last beat the budget skipped (None after one that ran).
+        self.skipped: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -77,7 +82,9 @@ class Heartbeat:
                 text,
                 slot=agent.config.slots.background,
                 priority=Priority.HEARTBEAT,
+                kind="heartbeat",
             )
+            self.skipped = None
             u = done.usage
             log.info(
                 "heartbeat session=%s turn=%d epoch=%d slot=%d cache_n=%s prompt_n=%s ms=%.0f",
@@ -92,5 +99,10 @@ class Heartbeat:
             # A standing session: compacted like any other when it gets deep.
             if done.compact_due:
                 await agent.compact_if_due(HEARTBEAT_SESSION)
+        except BudgetRefusedError as exc:
+            # The gate logged it (once a day per reason) and wrote the telemetry line;
+            # nothing was written to the session.
+            log.debug("heartbeat skipped: %s", exc.reason)
+            self.skipped = exc.reason
         except TetherError as exc:
             log.warning("heartbeat failed: %s", exc)

@@ -1,4 +1,5 @@
-"""The run ledger ``<home>/jobs/runs.jsonl``: ``{time, name, session, status}`` a line.
+"""The run ledger ``<home>/jobs/runs.jsonl``: ``{time, name, session, status}`` a line
+(and ``reason`` on a run the budget skipped).
 
 Appends are durable and locked like a session log's (a torn last line from a crash is
 cut before the next append and ignored on read). On start the daemon closes a
@@ -52,10 +53,17 @@ class RunLedger:
                 raise LedgerError(self.path, n, str(exc)) from None
         return out
 
-    def append(self, time: datetime, name: str, session: str, status: RunStatus) -> RunRecord:
+    def append(
+        self,
+        time: datetime,
+        name: str,
+        session: str,
+        status: RunStatus,
+        reason: str | None = None,
+    ) -> RunRecord:
         if not is_utc(time):
             raise TetherError(f"refusing to log a non-UTC time: {time.isoformat()}")
-        record = RunRecord(time=time, name=name, session=session, status=status)
+        record = RunRecord(time=time, name=name, session=session, status=status, reason=reason)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         os.close(fd)

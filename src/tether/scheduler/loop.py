@@ -54,6 +54,7 @@ class Scheduler:
             gates=agent.gates,
             inflight=agent.inflight,
             clock=agent.clock,
+            budget=agent.budget,
         )
         self._kick = asyncio.Event()
         self.heartbeat = Heartbeat(agent=agent, start=start, on_done=self._kick.set)

@@ -17,6 +17,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from tether.agent.budget import BudgetGate, BudgetRefusedError
 from tether.agent.locks import InFlight, SlotGates
 from tether.agent.turn import read_prompt
 from tether.config import Config
@@ -43,8 +44,10 @@ class ToolSummaries:
         gates: SlotGates,
         inflight: InFlight,
         clock: Clock,
+        budget: BudgetGate | None = None,
     ) -> None:
         self.home = home
+        self.budget = budget
         self.config = config
         self.llm = llm
         self.gates = gates
@@ -73,6 +76,13 @@ class ToolSummaries:
     async def _summarise(self, sid: str, call: ToolCall, result: ToolResult) -> None:
         try:
             await self._run(sid, call, result)
+        except BudgetRefusedError as exc:
+            log.info(
+                "summary session=%s call=%s skipped (%s); retried after the next turn",
+                sid,
+                result.tool_call_id,
+                exc.reason,
+            )
         except TetherError as exc:
             log.warning(
                 "summary session=%s call=%s failed (%s); retried after the next turn",
@@ -94,8 +104,19 @@ class ToolSummaries:
             slot=background,
             max_tokens=max(64, self.config.compact.summary_chars // 2),
         )
-        async with self.gates.hold(background, lambda: self._priority(sid)):
-            completion = await self.llm.complete(request)
+        reservation = None
+        if self.budget is not None:
+            bound = self.budget.bound(request, self.config.llm.max_tokens)
+            reservation = await asyncio.to_thread(self.budget.reserve, "tool_summary", sid, bound)
+        try:
+            async with self.gates.hold(background, lambda: self._priority(sid)):
+                completion = await self.llm.complete(request)
+        except BaseException:
+            if reservation is not None and self.budget is not None:
+                self.budget.settle(reservation, None)  # nothing used; may be cancelled
+            raise
+        if reservation is not None and self.budget is not None:
+            await asyncio.to_thread(self.budget.settle, reservation, completion)
         text = cap(neutralise(completion.content), self.config.compact.summary_chars)
         text = redact(text, allow=home_allow(self.home)).text
         if not text:

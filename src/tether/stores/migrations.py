@@ -160,6 +160,35 @@ MIGRATIONS: tuple[str, ...] = (
          THEN text || coalesce(' ' || seg, '') ELSE '' END)
         VIRTUAL;
     """,
+    # 5: the budget gate's spend ledger (``sqlite_budget``): one row per gated model call,
+    # and per local day and kind the running total the gate checks, so a check reads a
+    # handful of rows however many calls the day has had.
+    """
+    CREATE TABLE budget_spend (
+        id INTEGER PRIMARY KEY,
+        time TEXT NOT NULL,
+        day TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        session TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('reserved', 'settled', 'refused')),
+        reason TEXT,
+        bound_tokens INTEGER NOT NULL,
+        bound_usd REAL NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        usd REAL NOT NULL DEFAULT 0,
+        cache_n INTEGER NOT NULL DEFAULT 0,
+        prompt_n INTEGER NOT NULL DEFAULT 0,
+        predicted_n INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX budget_spend_day ON budget_spend (day);
+    CREATE TABLE budget_total (
+        day TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        usd REAL NOT NULL,
+        PRIMARY KEY (day, kind)
+    ) WITHOUT ROWID;
+    """,
 )
 
 

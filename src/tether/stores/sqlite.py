@@ -1,6 +1,6 @@
 """The embedded Store: one SQLite file (WAL, FTS5), no server.
 
-Layout (migrations 1 to 3):
+Layout (migrations 1 to 5):
 
 - ``doc`` holds every searchable row: session-log rows (kind ``turn`` or ``summary``),
   one row per note and page, and rows mirrored from memory.md (``identity``) and the
@@ -14,6 +14,9 @@ Layout (migrations 1 to 3):
   number and taint there, so an incremental pass resumes exactly.
 - ``note``, ``page``, ``journal``, ``recall_log``: the memory itself; never touched by
   ``reset_index``.
+- ``budget_spend``, ``budget_total``: the budget gate's spend ledger (``sqlite_budget``),
+  committed with ``synchronous=NORMAL``: a restart keeps it, a power cut may lose the
+  last calls' rows.
 
 Concurrency: one connection per store object, guarded by a lock, so a store may be
 handed between threads but runs one operation at a time. Other processes may use the same
@@ -40,6 +43,7 @@ from tether.core.memory_block import Entry
 from tether.core.sweep.state import Fact
 from tether.errors import StoreVersionError
 from tether.records import (
+    BudgetReason,
     Found,
     Hit,
     HitKind,
@@ -50,8 +54,11 @@ from tether.records import (
     Page,
     RecallStat,
     SearchQuery,
+    SpendRow,
+    SpentToday,
     TextCell,
 )
+from tether.stores import sqlite_budget as budget
 from tether.stores import sqlite_cells as cells
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
@@ -428,6 +435,43 @@ class SqliteStore(SqliteFile):
                 r[0]: RecallStat(ref=r[0], count=r[1], last=from_iso(r[2]) if r[2] else None)
                 for r in rows
             }
+
+    # -- the budget gate's spend ledger (sqlite_budget) ----------------------------------
+
+    def budget_reserve(
+        self, row: SpendRow, decide: Callable[[SpentToday], BudgetReason | None]
+    ) -> SpendRow:
+        with self._write("reserving a model call's budget", durable=False) as c:
+            return budget.reserve(c, row, decide)
+
+    def budget_settle(
+        self,
+        spend_id: int,
+        *,
+        tokens: int,
+        usd: float,
+        cache_n: int = 0,
+        prompt_n: int = 0,
+        predicted_n: int = 0,
+    ) -> bool:
+        with self._write("settling a model call's budget", durable=False) as c:
+            return budget.settle(
+                c,
+                spend_id,
+                tokens=tokens,
+                usd=usd,
+                cache_n=cache_n,
+                prompt_n=prompt_n,
+                predicted_n=predicted_n,
+            )
+
+    def budget_spent(self, day: str, kind: str) -> SpentToday:
+        with self._read("reading the day's spend") as c:
+            return budget.spent(c, day, kind)
+
+    def budget_rows(self, since: str | None = None) -> list[SpendRow]:
+        with self._read("reading the spend ledger") as c:
+            return budget.rows(c, since)
 
 
 def _count_docs(c: sqlite3.Connection, delta: int) -> None:
