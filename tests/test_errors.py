@@ -152,3 +152,14 @@ def test_the_drawing_says_each_exit_code(classes: dict[str, type[TetherError]]) 
         if d.exit_code is not None and d.exit_code != cls.exit_code:
             wrong.append(f"{name} exits {cls.exit_code}, its line says exit {d.exit_code}")
     assert not wrong, "; ".join(wrong)
+
+
+def test_a_failed_turn_names_its_runbook_once() -> None:
+    from tether.agent.compaction import CompactionFailedError
+    from tether.agent.turn import TurnFailedError
+
+    cause = CompactionFailedError("chat", 3, "the summary call failed")
+    said = str(TurnFailedError("chat", "session_full", cause))
+    assert said.count("runbook:") == 1
+    assert said.endswith("(runbook: session-compact-failed)")
+    assert "compaction of session 'chat' failed: the summary call failed" in said

@@ -102,7 +102,8 @@ class TurnFailedError(TetherError):
     """A turn ended without an answer; its TurnError record is in the log."""
 
     def __init__(self, session: str, kind: TurnErrorKind, cause: TetherError) -> None:
-        super().__init__(f"turn on session {session!r} failed ({kind}): {cause}")
+        # The cause's message, not str(cause): its runbook is this error's, said once.
+        super().__init__(f"turn on session {session!r} failed ({kind}): {cause.message}")
         self.session = session
         self.kind = kind
         self.cause = cause
