@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from daemon_helpers import daemon_home
 from tether.config import load_config
 from tether.daemon.compose import Runtime, build_runtime
 from tether.home import init_home
@@ -64,3 +65,11 @@ def anyio_backend() -> str:
 def clean(text: str) -> Screened:
     """``text`` screened as the owner's command line screens it (a secret is refused)."""
     return screen(text, what="test text", allow=frozenset(), on_secret="refuse")
+
+
+@pytest.fixture
+def short_home(fake: FakeLlama) -> Iterator[Path]:
+    """A home whose path is short enough for the daemon's Unix socket (108 bytes), on the
+    module's ``fake`` server."""
+    with daemon_home(fake.url) as home:
+        yield home

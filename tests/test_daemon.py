@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_helpers import Daemon, daemon_home, spawn, tether
+from daemon_helpers import Daemon, spawn, tether
 from tether.records import Assistant, ToolCall, ToolResult, User
 from tether.sessions import Session
 from tether.testing.fake_llama import FakeLlama, Reply
@@ -22,12 +22,6 @@ pytestmark = pytest.mark.slow
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=8192) as f:
         yield f
-
-
-@pytest.fixture
-def short_home(fake: FakeLlama) -> Iterator[Path]:
-    with daemon_home(fake.url) as home:
-        yield home
 
 
 def test_chat_through_the_daemon_and_clean_stop(short_home: Path, fake: FakeLlama) -> None:

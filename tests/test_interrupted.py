@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_helpers import Daemon, child_env, daemon_home, spawn, tether
+from daemon_helpers import Daemon, child_env, spawn, tether
 from tether.records import Assistant, TurnError, User
 from tether.sessions import Session
 from tether.testing.fake_llama import FakeLlama, Reply
@@ -33,12 +33,6 @@ CRASH = {"TETHER_CRASH_AT": "turn-after-user"}
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=8192) as f:
         yield f
-
-
-@pytest.fixture
-def short_home(fake: FakeLlama) -> Iterator[Path]:
-    with daemon_home(fake.url) as home:
-        yield home
 
 
 def kinds(home: Path, sid: str) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_helpers import Daemon, daemon_home, tether
+from daemon_helpers import Daemon, tether
 from tether.records import Assistant
 from tether.scheduler.ledger import RunLedger
 from tether.sessions import Session
@@ -25,12 +25,6 @@ pytestmark = pytest.mark.slow
 def fake() -> Iterator[FakeLlama]:
     with FakeLlama(n_ctx=8192) as f:
         yield f
-
-
-@pytest.fixture
-def short_home(fake: FakeLlama) -> Iterator[Path]:
-    with daemon_home(fake.url) as home:
-        yield home
 
 
 def _wait_for(check: object, timeout: float = 20) -> None:
