@@ -203,3 +203,35 @@ def test_a_chat_started_while_the_daemon_restarts_is_not_closed(
     assert code == 0, err
     assert interrupted(short_home, "live") == 0
     assert kinds(short_home, "live") == ["SessionStart", "User", "Assistant", "Usage"]
+
+
+def test_an_imported_history_that_ends_with_the_owner_is_not_closed(
+    short_home: Path, fake: FakeLlama, tmp_path: Path
+) -> None:
+    """``sessions import`` of a history whose last line is the owner's: that is the
+    history, not a turn a killed process left open; the daemon's start leaves it."""
+    src = tmp_path / "history.jsonl"
+    lines = [
+        ("user", "we sail at dawn", "2026-10-01T06:00:00Z"),
+        ("assistant", "Fair winds.", "2026-10-01T06:00:05Z"),
+        ("user", "and the harbour fee?", "2026-10-01T06:01:00Z"),
+    ]
+    src.write_text(
+        "".join(
+            json.dumps({"session": "log", "role": r, "text": t, "time": at}) + "\n"
+            for r, t, at in lines
+        )
+    )
+    assert tether(short_home, "sessions", "import", str(src)).returncode == 0
+    daemon = Daemon(short_home)
+    try:
+        assert kinds(short_home, "log") == ["SessionStart", "User", "Assistant", "User"]
+        fake.script(Reply(content="It is 12 euros."))
+        out = tether(short_home, "chat", "--session", "log", "so?")
+        assert out.returncode == 0, out.stderr
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+    assert "closed as interrupted" not in err
+    assert interrupted(short_home, "log") == 0
+    assert show_turns(short_home, "log") == 3

@@ -34,12 +34,17 @@ class _LogRecord(
     time: UtcTime
 
 
-class SessionStart(_LogRecord, tag=True, frozen=True):
-    """First record of every epoch log: which epoch, which slot, which baseline."""
+class SessionStart(_LogRecord, tag=True, frozen=True, omit_defaults=True):
+    """First record of every epoch log: which epoch, which slot, which baseline.
+
+    ``imported``: the epoch was written by ``sessions import`` (its last line may well be
+    the owner's, with no answer after it: that is the history, not a turn a killed
+    process left open). Absent, as in every log written before it, means false."""
 
     epoch: NonNegative
     slot: NonNegative
     baseline: str
+    imported: bool = False
 
 
 class User(_LogRecord, tag=True, frozen=True, omit_defaults=True):

@@ -182,7 +182,7 @@ class _Writer:
         if session is None:
             first = self.plan.sessions[sid]
             session = Session.create(
-                self.home, sid, baseline=self.baseline, slot=self.slot, time=first
+                self.home, sid, baseline=self.baseline, slot=self.slot, time=first, imported=True
             )
         session.append(*batch)
         self.written += len(batch)

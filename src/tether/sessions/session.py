@@ -258,25 +258,41 @@ class Session:
 
     @classmethod
     def create(
-        cls, home: Path, sid: str, *, baseline: Baseline, slot: int, time: datetime
+        cls,
+        home: Path,
+        sid: str,
+        *,
+        baseline: Baseline,
+        slot: int,
+        time: datetime,
+        imported: bool = False,
     ) -> Session:
-        """Create epoch 0: the baseline file, then the log holding its SessionStart."""
+        """Create epoch 0: the baseline file, then the log holding its SessionStart
+        (``imported`` for a session ``sessions import`` makes)."""
         directory = session_dir(home, sid)
         if cls.exists(home, sid):
             raise SessionError(f"{directory}: session {sid!r} already exists")
         directory.mkdir(parents=True, exist_ok=True)
-        cls.write_epoch_files(directory, 0, baseline, slot, time)
+        cls.write_epoch_files(directory, 0, baseline, slot, time, imported=imported)
         return cls.open(home, sid)
 
     @staticmethod
     def write_epoch_files(
-        directory: Path, epoch: int, baseline: Baseline, slot: int, time: datetime
+        directory: Path,
+        epoch: int,
+        baseline: Baseline,
+        slot: int,
+        time: datetime,
+        *,
+        imported: bool = False,
     ) -> None:
         """Write ``<n>.baseline.json`` then ``<n>.jsonl``, each atomically, in that order,
         so a log never exists without its baseline."""
         data = baseline_bytes(baseline)
         files.write_atomic(directory / f"{epoch}.baseline.json", data)
-        start = SessionStart(time=time, epoch=epoch, slot=slot, baseline=baseline_hash(data))
+        start = SessionStart(
+            time=time, epoch=epoch, slot=slot, baseline=baseline_hash(data), imported=imported
+        )
         files.write_atomic(directory / f"{epoch}.jsonl", files.encode_records([start]))
 
     # -- reading ----------------------------------------------------------------------
@@ -358,10 +374,20 @@ class Session:
             size = files.repair_torn_tail(fd)
             if size != self._size:
                 self._catch_up(fd, size)
-            if self.ended or not self.open_turn():
+            if self.ended or not self.open_turn() or self._imported_history():
                 return False
             self._append_locked(fd, [TurnError(time=time, kind="interrupted")])
         return True
+
+    def _imported_history(self) -> bool:
+        """True while the current epoch is what ``sessions import`` wrote and no turn has
+        run in it (no ``Usage``): its last owner line is history, not a dead turn."""
+        start = self._records[0]
+        return (
+            isinstance(start, SessionStart)
+            and start.imported
+            and not any(isinstance(r, Usage) for r in self._records)
+        )
 
     def _append_locked(self, fd: int, records: Sequence[LogRecord]) -> None:
         size = files.repair_torn_tail(fd)
