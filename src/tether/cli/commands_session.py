@@ -7,7 +7,6 @@ from typing import Any
 import click
 import msgspec
 
-from tether import files
 from tether.cli.context import Context, counted, echo_json, pass_ctx, shown, utc_stamp
 from tether.errors import TetherError
 from tether.records import Assistant, EpochEnd, ToolCall, ToolResult, TurnError, User
@@ -66,9 +65,7 @@ def conversation(session: Session) -> list[dict[str, Any]]:
     the owner's and the agent's words, tool calls, what tools returned (its size and
     trust, not its text), failed turns and compactions. Text is shown secret-redacted."""
     out: list[dict[str, Any]] = []
-    for epoch in session.epochs:
-        log = session.dir / f"{epoch}.jsonl"
-        records = session.records if epoch == session.epoch else files.read_log(log)[0]
+    for epoch, records in session.epoch_records():
         for r in records:
             time = utc_stamp(r.time)
             if isinstance(r, User):

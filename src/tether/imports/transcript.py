@@ -43,7 +43,7 @@ from tether.imports.jsonl import ImportReport, import_jsonl
 from tether.imports.ledger import IMPORTS_DIR, ImportLedger
 from tether.ports import Progress, StoreOpener
 from tether.records import Assistant, User
-from tether.sessions.session import Session, session_dir
+from tether.sessions.session import Session
 
 LOCK_FILE = ".transcripts.lock"
 
@@ -62,12 +62,9 @@ def _held(home: Path, sid: str) -> list[User | Assistant]:
     epoch's as ``Session.open`` read them; only the earlier ones are read again)."""
     if not Session.exists(home, sid):
         return []
-    session = Session.open(home, sid)
-    directory = session_dir(home, sid)
-    older = (files.read_log(directory / f"{n}.jsonl")[0] for n in session.epochs[:-1])
     return [
         r
-        for records in (*older, session.records)
+        for _, records in Session.open(home, sid).epoch_records()
         for r in records
         if isinstance(r, User | Assistant)
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -296,6 +296,14 @@ class Session:
         files.write_atomic(directory / f"{epoch}.jsonl", files.encode_records([start]))
 
     # -- reading ----------------------------------------------------------------------
+
+    def epoch_records(self) -> Iterator[tuple[int, Sequence[LogRecord]]]:
+        """Every epoch's records in order, as (epoch, records): the earlier epochs read
+        from their files again (``open`` keeps only what spans them), the current one as
+        it was read."""
+        for n in self.epochs[:-1]:
+            yield n, files.read_log(self.dir / f"{n}.jsonl")[0]
+        yield self.epoch, self.records
 
     @property
     def records(self) -> Sequence[LogRecord]:
