@@ -251,13 +251,23 @@ class Agent:
                 await asyncio.to_thread(self._index, session.id)
 
     def _open_for(
-        self, sid: str, text: str, slot: int | None, fresh: Baseline | None = None
+        self,
+        sid: str,
+        text: str,
+        slot: int | None,
+        fresh: Baseline | None = None,
+        opened: Session | None = None,
     ) -> Session:
         """Open (or create, on ``fresh`` or a new baseline) the session for ``text``,
         refusing first, before anything is logged or created, a message that cannot fit
         even a fresh epoch (by the documented token estimate; the server has the last
-        word)."""
-        session = Session.open(self.home, sid) if Session.exists(self.home, sid) else None
+        word). ``opened``: the session as already read under the busy hold."""
+        if opened is not None:
+            session: Session | None = opened
+        elif Session.exists(self.home, sid):
+            session = Session.open(self.home, sid)
+        else:
+            session = None
         if session is not None:
             baseline = session.baseline
         else:
@@ -305,9 +315,10 @@ class Agent:
         meanwhile, which ``_open_for`` sees)."""
         if self.budget is None or not self.budget.gated(kind):
             return self._open_for(sid, text, slot), None
-        first, _, baseline = weighed or self._weigh(sid, text, kind)
+        # Weighed under the hold, the session it was weighed on is current: not read again.
+        first, opened, baseline = weighed or self._weigh(sid, text, kind)
         try:
-            return self._open_for(sid, text, slot, baseline), first
+            return self._open_for(sid, text, slot, baseline, opened), first
         except BaseException:
             self.budget.settle(first, None)
             raise
