@@ -6,30 +6,17 @@ and the runner are ``benchmarks/injection_corpus.py``, which prints the same fig
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from bench_helpers import load_benchmark
+
 pytestmark = pytest.mark.anyio
 
 
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "injection_corpus.py"
-    spec = importlib.util.spec_from_file_location("injection_corpus", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-CORPUS = _load()
+CORPUS = load_benchmark("injection_corpus")
 CASES = CORPUS.cases()
 
 

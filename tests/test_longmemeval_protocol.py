@@ -5,30 +5,16 @@ the bm25s baseline are not needed)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from bench_helpers import load_benchmark
 from tether.stores.sqlite import SqliteStore
 
-
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "longmemeval_retrieval.py"
-    spec = importlib.util.spec_from_file_location("longmemeval_retrieval", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-lme = _load()
+lme = load_benchmark("longmemeval_retrieval")
 
 
 def question(
