@@ -12,8 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tether.config import load_config
 from tether.daemon.api import DaemonClient
+from tether.daemon.compose import Runtime, build_runtime, build_scheduler
 from tether.home import init_home
+from tether.scheduler import Scheduler, load_jobs
+from tether.testing.clock import StepClock
 
 #: What steers a child tether (its home, crash and pause points, its clock): a test sets
 #: the ones it means through ``env``; none leak in from the environment pytest runs in.
@@ -101,3 +105,17 @@ class Daemon:
             self.proc.send_signal(signal.SIGTERM)
         _, err = self.proc.communicate(timeout=30)
         return self.proc.returncode, err
+
+
+class ScheduledRuntime:
+    """The daemon's runtime and scheduler on ``home`` as its tether.toml stands, in this
+    process and without the socket, on a clock the test moves."""
+
+    def __init__(self, home: Path, clock: StepClock) -> None:
+        self.runtime: Runtime = build_runtime(home, load_config(home), clock=clock)
+        self.scheduler: Scheduler = build_scheduler(self.runtime, load_jobs(home))
+        self.scheduler.recover()
+
+    async def close(self) -> None:
+        await self.scheduler.stop(grace_s=10)
+        await self.runtime.aclose()

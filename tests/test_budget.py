@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon_helpers import tether
+from daemon_helpers import ScheduledRuntime, tether
 from tether.agent.budget import BudgetGate, BudgetRefusedError
 from tether.config import BudgetConfig, KindBudget, load_config
 from tether.core.budget import Bound
-from tether.daemon.compose import Runtime, build_runtime, build_scheduler
 from tether.files import read_log
 from tether.records import SpentToday, ToolSummary, TurnError, Usage, User
-from tether.scheduler import Scheduler, load_jobs
 from tether.scheduler.ledger import RunLedger
 from tether.sessions import Session, list_sessions
 from tether.stores import open_store, open_sweep_store
@@ -55,20 +53,9 @@ def set_owner_zone(home: Path, zone: str) -> None:
         store.close()
 
 
-class Daemon:
-    def __init__(self, home: Path, clock: StepClock) -> None:
-        self.runtime: Runtime = build_runtime(home, load_config(home), clock=clock)
-        self.scheduler: Scheduler = build_scheduler(self.runtime, load_jobs(home))
-        self.scheduler.recover()
-
-    async def close(self) -> None:
-        await self.scheduler.stop(grace_s=10)
-        await self.runtime.aclose()
-
-
 @pytest.fixture
-async def daemons() -> AsyncIterator[list[Daemon]]:
-    made: list[Daemon] = []
+async def daemons() -> AsyncIterator[list[ScheduledRuntime]]:
+    made: list[ScheduledRuntime] = []
     yield made
     for d in made:
         await d.close()
@@ -85,7 +72,7 @@ def telemetry(home: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-async def beat(d: Daemon, clock: StepClock) -> None:
+async def beat(d: ScheduledRuntime, clock: StepClock) -> None:
     clock.advance(timedelta(seconds=1))
     assert d.scheduler.tick().heartbeat == "started"
     await d.scheduler.idle()
@@ -95,14 +82,14 @@ async def beat(d: Daemon, clock: StepClock) -> None:
 
 
 async def test_a_heartbeat_every_second_stops_at_the_budget_and_resumes_the_next_local_day(
-    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon]
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime]
 ) -> None:
     set_owner_zone(home, ZONE)
     day_tokens = 6000  # a beat of this home's prompts bounds at about 1500 tokens
     configure(
         home, fake, f"[heartbeat]\nevery_s = 1\n[budget.heartbeat]\nday_tokens = {day_tokens}\n"
     )
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     for _ in range(10):
         await beat(d, clock)
@@ -124,7 +111,7 @@ async def test_a_heartbeat_every_second_stops_at_the_budget_and_resumes_the_next
     # A restart keeps the day's spend.
     await d.close()
     daemons.remove(d)
-    again = Daemon(home, clock)
+    again = ScheduledRuntime(home, clock)
     daemons.append(again)
     await beat(again, clock)
     assert len(fake.requests) == ran
@@ -142,10 +129,10 @@ async def test_a_heartbeat_every_second_stops_at_the_budget_and_resumes_the_next
 
 
 async def test_a_compaction_over_budget_uses_the_fallback_summary(
-    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon]
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime]
 ) -> None:
     configure(home, fake, "[budget.compaction]\ncall_tokens = 10\n")
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     await d.runtime.agent.run_turn("mm-alpha", "Remember the harbour code is blue-seven.")
     done = await d.runtime.agent.compact_now("mm-alpha")
@@ -162,11 +149,11 @@ async def test_a_compaction_over_budget_uses_the_fallback_summary(
 
 
 async def test_a_cron_job_over_budget_is_a_skipped_run(
-    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon]
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime]
 ) -> None:
     (home / "jobs" / "brief.toml").write_text('schedule = "* * * * *"\nprompt = "Brief me."\n')
     configure(home, fake, "[budget]\nday_usd = 0.001\nusd_per_mtok_in = 3.0\n")
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     (event,) = d.scheduler.tick().cron
     await d.scheduler.idle()
@@ -182,17 +169,17 @@ async def test_a_cron_job_over_budget_is_a_skipped_run(
 
 
 async def test_live_turns_are_capped_only_when_asked(
-    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon]
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime]
 ) -> None:
     configure(home, fake, "[budget]\nday_usd = 0.0\nusd_per_mtok_in = 3.0\n")
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     await d.runtime.agent.run_turn("mm-alpha", "hello")  # day_usd is background work only
     assert d.runtime.store.budget_rows() == []  # and an uncapped live turn costs no ledger row
     await d.close()
     daemons.remove(d)
     configure(home, fake, "[budget]\nlive_day_tokens = 100\n")
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     with pytest.raises(BudgetRefusedError) as refused:
         await d.runtime.agent.run_turn("mm-alpha", "hello again")
@@ -243,10 +230,10 @@ def test_concurrent_reservations_from_two_connections_never_pass_the_cap(home: P
 
 
 async def test_the_usage_report_sums_equal_the_logs_usage_records(
-    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon]
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime]
 ) -> None:
     configure(home, fake, "[heartbeat]\nevery_s = 1\n")
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     for n in range(3):
         await d.runtime.agent.run_turn("mm-alpha", f"message {n} about the lighthouse")
@@ -349,11 +336,11 @@ def web() -> Iterator[str]:
 
 
 async def test_a_tool_summary_over_budget_is_not_made(
-    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon], web: str
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime], web: str
 ) -> None:
     # The page is on loopback, so the owner allows it (issue 24: no private networks).
     configure(home, fake, "[budget.tool_summary]\nday_tokens = 0\n" + allow(web))
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     fake.script(Reply(tool_calls=[("http_fetch", {"url": web})]), slot=0)
     fake.script(Reply(content="Read it."), slot=0)
@@ -365,7 +352,7 @@ async def test_a_tool_summary_over_budget_is_not_made(
 
 
 async def test_a_later_step_of_a_tool_loop_over_budget_ends_the_turn_with_a_budget_error(
-    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[Daemon], web: str
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime], web: str
 ) -> None:
     # The first request (about 1500 tokens) fits; the page fetched makes the next too big.
     configure(
@@ -373,7 +360,7 @@ async def test_a_later_step_of_a_tool_loop_over_budget_ends_the_turn_with_a_budg
         fake,
         "[heartbeat]\nevery_s = 1\n[budget.heartbeat]\ncall_tokens = 2500\n" + allow(web),
     )
-    d = Daemon(home, clock)
+    d = ScheduledRuntime(home, clock)
     daemons.append(d)
     fake.script(Reply(tool_calls=[("http_fetch", {"url": web})]), slot=1)
     await beat(d, clock)

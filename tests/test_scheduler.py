@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tether.config import load_config
+from daemon_helpers import ScheduledRuntime
 from tether.core.scheduling import Priority
 from tether.core.tiers import UNTRUSTED_MARK
-from tether.daemon.compose import Runtime, build_runtime, build_scheduler
 from tether.files import read_log
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall
 from tether.records import EpochEnd, ToolResult, ToolSummary, User
-from tether.scheduler import Scheduler, load_jobs
 from tether.scheduler.ledger import RunLedger
 from tether.sessions import Session
 from tether.testing.clock import StepClock
@@ -43,18 +41,12 @@ def clock() -> StepClock:
     return StepClock(step=timedelta(0))
 
 
-class Daemon:
-    """The daemon's runtime and scheduler, without the socket."""
+class Daemon(ScheduledRuntime):
+    """The daemon's runtime and scheduler on the fake server, without the socket."""
 
     def __init__(self, home: Path, fake: FakeLlama, clock: StepClock, extra: str = "") -> None:
         (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n{extra}')
-        self.runtime: Runtime = build_runtime(home, load_config(home), clock=clock)
-        self.scheduler: Scheduler = build_scheduler(self.runtime, load_jobs(home))
-        self.scheduler.recover()
-
-    async def close(self) -> None:
-        await self.scheduler.stop(grace_s=10)
-        await self.runtime.aclose()
+        super().__init__(home, clock)
 
 
 @pytest.fixture
