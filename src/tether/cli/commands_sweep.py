@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
 from tether.errors import BadInputError, NotFoundError
 from tether.ports import SweepStore
-from tether.stores import open_sweep_store
 from tether.sweep import cursor, owners
 from tether.sweep.runner import report_json
 
@@ -55,13 +53,10 @@ def _home(ctx: Context) -> Path:
     return home
 
 
-@contextmanager
-def sweep_store(ctx: Context) -> Iterator[SweepStore]:
-    store = open_sweep_store(_home(ctx), ctx.config())
-    try:
-        yield store
-    finally:
-        store.close()
+def sweep_store(ctx: Context) -> AbstractContextManager[SweepStore]:
+    """The home's sweep store, for a home that exists (``tether init`` made it)."""
+    _home(ctx)
+    return ctx.sweep_store()
 
 
 def owner_json(owner: Owner) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,14 +43,18 @@ class Context:
         finally:
             store.close()
 
-    @contextlib.contextmanager
-    def sweep_reader(self) -> Iterator[SweepStore]:
+    def sweep_reader(self) -> AbstractContextManager[SweepStore]:
         """The home's sweep store as a reader, for what recall and the memory scan read of
         the sweep (its facts, its cells): a home the sweep never ran in is left without the
         sweep's tables."""
+        return self.sweep_store(migrate=False)
+
+    @contextlib.contextmanager
+    def sweep_store(self, *, migrate: bool = True) -> Iterator[SweepStore]:
+        """The home's sweep store (its tables made when ``migrate``), closed on the way out."""
         from tether.stores import open_sweep_store
 
-        sweep = open_sweep_store(self.home, self.config(), migrate=False)
+        sweep = open_sweep_store(self.home, self.config(), migrate=migrate)
         try:
             yield sweep
         finally:
