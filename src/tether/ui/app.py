@@ -17,6 +17,7 @@ from http.cookies import SimpleCookie
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
@@ -163,7 +164,7 @@ def build_app(services: UiServices, port: int) -> ASGIApp:
 
     def action(fn: Callable[[UiServices, Request, dict[str, str]], str]) -> Handler:
         async def handler(request: Request) -> Response:
-            form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+            form = await form_of(request)
             if not csrf_ok(request.scope.get("tether.session") or "", form.get("csrf")):
                 return _refusal(403, "refused", "The form's CSRF token is missing or stale.")
             try:
@@ -191,10 +192,9 @@ def build_app(services: UiServices, port: int) -> ASGIApp:
         return response
 
     async def logout(request: Request) -> Response:
-        form = await request.form()
+        form = await form_of(request)
         session = request.scope.get("tether.session") or ""
-        token = form.get("csrf")
-        if not csrf_ok(session, token if isinstance(token, str) else None):
+        if not csrf_ok(session, form.get("csrf")):
             return _refusal(403, "refused", "The form's CSRF token is missing or stale.")
         await run_in_threadpool(auth.logout, session)
         response = _refusal(200, "logged out", "Run `tether ui` again for a new login address.")
@@ -241,6 +241,29 @@ async def turn_link(request: Request) -> Response:
         return _refusal(400, "bad address", _plain(exc).replace("<", "&lt;"))
     turn: int = request.path_params["turn"]
     return RedirectResponse(f"/sessions/{sid}?page={page_of_turn(turn)}#turn-{turn}", 303)
+
+
+#: The largest form the page takes (an identity entry is at most 1,000 characters).
+MAX_FORM_BYTES = 64 * 1024
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """A url-encoded form's fields (the only kind the page's forms send); anything else,
+    or a body over ``MAX_FORM_BYTES``, reads as an empty form, which the CSRF check then
+    refuses."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    if kind != "application/x-www-form-urlencoded":
+        return {}
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            return {}
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        return {}
+    return dict(pairs)
 
 
 def _plain(exc: TetherError) -> str:

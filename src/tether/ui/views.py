@@ -85,7 +85,7 @@ def segment(s: UiServices, request: Request) -> View:
     from tether.checkpoint.bank import read_segment
 
     name = request.path_params["name"]
-    return "segment.html", {"name": name, "text": shown(read_segment(s.home, name))}
+    return "segment.html", {"segment": name, "text": shown(read_segment(s.home, name))}
 
 
 def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
