@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -190,3 +191,45 @@ def test_it_never_listens_beyond_loopback(served: Served) -> None:
         pytest.skip("this machine has no address beyond loopback to try")
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((outside, served.port), timeout=2).close()
+
+
+def test_a_long_session_pages_by_turns_and_a_turn_link_finds_its_page(tmp_path: Path) -> None:
+    from tether.home import init_home
+    from tether.records import Assistant, Baseline, User
+    from tether.sessions import Session
+    from tether.ui.reading import TURNS_PER_PAGE, page_of_turn, session_page
+    from ui_helpers import T0
+
+    home = tmp_path / "home"
+    init_home(home)
+    base = Baseline(system="s", memory="")
+    s = Session.create(home, "long", baseline=base, slot=0, time=T0)
+    s.append(
+        *[
+            r
+            for i in range(70)
+            for r in (User(time=T0, text=f"q{i + 1}"), Assistant(time=T0, text="a"))
+        ]
+    )
+    s.end_epoch(summary="first seventy", baseline=base, time=T0)
+    s.append(
+        *[
+            r
+            for i in range(70, 120)
+            for r in (User(time=T0, text=f"q{i + 1}"), Assistant(time=T0, text="a"))
+        ]
+    )
+    assert TURNS_PER_PAGE == 50
+    last = session_page(home, "long", 3)
+    assert (last.nav.page, last.nav.pages) == (3, 3)
+    owner = [line for line in last.lines if line.role == "owner"]
+    assert [line.turn for line in owner] == list(range(101, 121))
+    assert owner[0].text == "q101"
+    middle = session_page(home, "long", 2)
+    markers = [line for line in middle.lines if line.role == "epoch"]
+    assert [(m.epoch, m.turn) for m in markers] == [(1, 71)]  # epoch 1 began before turn 71
+    assert [e.turns for e in middle.epochs] == [70, 50]
+    assert middle.epochs[0].summary == "first seventy"
+    assert page_of_turn(100) == 2
+    assert page_of_turn(101) == 3
+    assert session_page(home, "long", 99).nav.page == 3  # clamped

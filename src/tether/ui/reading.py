@@ -69,27 +69,6 @@ class EpochView:
 
 
 @dataclass(frozen=True)
-class SessionPage:
-    id: str
-    slot: int
-    turns: int
-    untrusted: bool
-    epochs: tuple[EpochView, ...]
-    lines: tuple[Line, ...]
-    page: int
-    pages: int
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    id: str
-    epoch: int = 0
-    turns: int = 0
-    untrusted: bool = False
-    error: str | None = None
-
-
-@dataclass(frozen=True)
 class Paged:
     """Which slice of a list of ``total`` rows page ``page`` (from 1) shows."""
 
@@ -99,6 +78,26 @@ class Paged:
     start: int = 0
     stop: int = 0
     numbers: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    id: str
+    slot: int
+    turns: int
+    untrusted: bool
+    epochs: tuple[EpochView, ...]
+    lines: tuple[Line, ...]
+    nav: Paged
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    epoch: int = 0
+    turns: int = 0
+    untrusted: bool = False
+    error: str | None = None
 
 
 def paged(total: int, page: int, per: int = ROWS_PER_PAGE) -> Paged:
@@ -217,8 +216,7 @@ def session_page(
         untrusted=session.untrusted(),
         epochs=tuple(epochs),
         lines=tuple(lines),
-        page=p.page,
-        pages=p.pages,
+        nav=p,
     )
 
 
