@@ -233,3 +233,32 @@ def test_a_long_session_pages_by_turns_and_a_turn_link_finds_its_page(tmp_path: 
     assert page_of_turn(100) == 2
     assert page_of_turn(101) == 3
     assert session_page(home, "long", 99).nav.page == 3  # clamped
+
+
+def test_tether_serve_serves_the_page_beside_its_socket() -> None:
+    import re
+    import signal
+
+    from daemon_helpers import daemon_home, spawn
+    from tether.daemon.api import DaemonClient
+    from tether.testing.fake_llama import FakeLlama
+
+    with FakeLlama(n_ctx=4096, parallel=2) as fake, daemon_home(fake.url) as home:
+        proc = spawn(home, "serve", "--ui", "--ui-port", "0")
+        try:
+            assert proc.stdout is not None
+            found = re.search(r"(http://127\.0\.0\.1:\d+)(/login\S+)", proc.stdout.readline())
+            assert found is not None
+            with httpx.Client(base_url=found.group(1), timeout=30) as client:
+                assert client.get("/sessions").status_code == 403
+                assert client.get(found.group(2)).status_code == 303
+                assert "Sessions" in client.get("/sessions").text
+            daemon = DaemonClient(home, timeout_s=5)
+            try:
+                assert daemon.alive()  # the daemon's own socket answers too
+            finally:
+                daemon.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
