@@ -262,3 +262,23 @@ def test_tether_serve_serves_the_page_beside_its_socket() -> None:
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
+
+
+def test_the_session_list_reads_a_log_again_once_it_changed(tmp_path: Path) -> None:
+    from tether.home import init_home
+    from tether.records import Assistant, Baseline, User
+    from tether.sessions import Session
+    from tether.ui.reading import session_rows
+    from ui_helpers import T0
+
+    home = tmp_path / "home"
+    init_home(home)
+    s = Session.create(home, "a", baseline=Baseline(system="s", memory=""), slot=0, time=T0)
+    s.append(User(time=T0, text="one"), Assistant(time=T0, text="ok"))
+    assert [r.turns for r in session_rows(home, 1)[1]] == [1]
+    assert [r.turns for r in session_rows(home, 1)[1]] == [1]  # from what it read
+    s.append(User(time=T0, text="two"), Assistant(time=T0, text="ok"))
+    assert [r.turns for r in session_rows(home, 1)[1]] == [2]
+    (home / "sessions" / "a" / "0.jsonl").write_text("not json\n")
+    [broken] = session_rows(home, 1)[1]
+    assert broken.error is not None

@@ -6,6 +6,7 @@ session of 100k turns opens in well under a second (benchmarks/ui_pages.py)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from tether.records import (
 )
 from tether.scan.secrets import redact
 from tether.sessions import Session, list_sessions
+from tether.sessions.session import session_dir
 
 #: Turns on one page of a session.
 TURNS_PER_PAGE = 50
@@ -108,21 +110,49 @@ def paged(total: int, page: int, per: int = ROWS_PER_PAGE) -> Paged:
     return Paged(page, pages, total, start, min(total, start + per), near)
 
 
-def session_rows(home: Path, page: int) -> tuple[Paged, list[SessionRow]]:
-    """One page of the home's sessions (only that page's sessions are opened)."""
+#: A listed session's row, by (home, id), with the stamp of its log files when it was read:
+#: the page lists again without reading a log that did not change (sizes and mtimes).
+_ROWS: dict[tuple[str, str], tuple[tuple[tuple[str, int, int], ...], SessionRow]] = {}
+_ROWS_LOCK = threading.Lock()
+
+
+def _stamp(home: Path, sid: str) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for f in sorted(session_dir(home, sid).iterdir()):
+        if f.suffix == ".jsonl" or f.name.endswith(".baseline.json"):
+            st = f.stat()
+            out.append((f.name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _row(home: Path, sid: str) -> SessionRow:
     from tether.errors import TetherError
 
+    try:
+        stamp = _stamp(home, sid)
+    except OSError as exc:
+        return SessionRow(sid, error=shown(str(exc)))
+    key = (str(home), sid)
+    with _ROWS_LOCK:
+        known = _ROWS.get(key)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    try:
+        s = Session.open(home, sid)
+    except TetherError as exc:
+        return SessionRow(sid, error=shown(str(exc)))
+    row = SessionRow(sid, s.epoch, s.turns(), s.untrusted())
+    with _ROWS_LOCK:
+        _ROWS[key] = (stamp, row)
+    return row
+
+
+def session_rows(home: Path, page: int) -> tuple[Paged, list[SessionRow]]:
+    """One page of the home's sessions (only that page's sessions are read, and only
+    those whose logs changed since this process last read them)."""
     ids = list_sessions(home)
     p = paged(len(ids), page)
-    rows: list[SessionRow] = []
-    for sid in ids[p.start : p.stop]:
-        try:
-            s = Session.open(home, sid)
-        except TetherError as exc:
-            rows.append(SessionRow(sid, error=shown(str(exc))))
-            continue
-        rows.append(SessionRow(sid, s.epoch, s.turns(), s.untrusted()))
-    return p, rows
+    return p, [_row(home, sid) for sid in ids[p.start : p.stop]]
 
 
 def _line(r: LogRecord, epoch: int, turn: int, tainted: bool, allow: frozenset[str]) -> Line | None:
