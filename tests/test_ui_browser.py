@@ -212,3 +212,27 @@ def test_a_form_on_another_origin_is_refused(page: Page, served: Served) -> None
         assert answer.value.status == 403
     page.goto(f"{served.base}/memory")
     assert "hijacked" not in page.inner_text("main")
+
+
+def test_promote_remove_and_redact_as_the_cli_would(page: Page, served: Served) -> None:
+    page.goto(f"{served.base}/memory")
+    assert page.locator("tr#note-3 button").count() == 0  # the untrusted note: no promote
+    assert "never promoted" in page.inner_text("tr#note-3")
+    page.locator("table.notes tr", has_text="likes green tea").locator("button").click()
+    assert "likes green tea" in page.inner_text("table.entries")
+    page.locator("table.entries tr", has_text="likes green tea").locator(
+        "button:has-text('remove')"
+    ).click()
+    assert "likes green tea" not in page.inner_text("table.entries")
+    page.goto(f"{served.base}/journal")
+    actions = [row.split("\t")[3] for row in page.locator("tr.entry").all_inner_texts()[:2]]
+    assert actions == ["remove", "add"]
+    page.goto(f"{served.base}/scan")
+    assert "in clear" in page.inner_text("main")
+    page.click("button:has-text('redact them')")
+    assert "no secret in durable memory" in page.inner_text("main")
+    shot(page, "13-secrets-redacted")
+    text = (served.home / "memory" / "memory.md").read_text()
+    assert "[REDACTED:" in text
+    page.goto(f"{served.base}/journal")
+    assert "redact" in page.locator("tr.entry").first.inner_text()
