@@ -282,3 +282,17 @@ def test_the_session_list_reads_a_log_again_once_it_changed(tmp_path: Path) -> N
     (home / "sessions" / "a" / "0.jsonl").write_text("not json\n")
     [broken] = session_rows(home, 1)[1]
     assert broken.error is not None
+
+
+def test_the_benchmark_builds_the_session_it_claims(tmp_path: Path) -> None:
+    from bench_helpers import load_benchmark
+    from tether.home import init_home
+    from tether.sessions import Session
+
+    bench = load_benchmark("ui_pages")
+    home = tmp_path / "home"
+    init_home(home)
+    bench.write_session(home, "long", 101)
+    s = Session.open(home, "long")
+    assert s.turns() == 101
+    assert s.epochs == [0, 1]
