@@ -40,6 +40,7 @@ COMMANDS: Mapping[str, str] = {
     "compile-context": "commands_views",
     "demo": "commands_demo",
     "usage": "commands_usage",
+    "ui": "commands_ui",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -91,6 +92,10 @@ SUMMARIES: Mapping[str, str] = {
     "session": "Inspect sessions.",
     "sessions": "Bring sessions in from elsewhere.",
     "sweep": "The daily memory sweep.",
+    "ui": (
+        "Browse memory in a local page: sessions and their epochs, recall, identity and notes,"
+        " facts, the journals, the sweep, jobs and usage; edit identity from it."
+    ),
     "usage": (
         "Tokens and estimated cost of model calls per job kind, day or session, with the main"
         " slot's cache hit share."
