@@ -90,7 +90,8 @@ class MessageTooLargeError(BadInputError):
     def __init__(self, size: int, tokens: int, n_ctx: int) -> None:
         super().__init__(
             f"message too large: {size} bytes, about {tokens} tokens with the system prompt "
-            f"and tools, and a fresh epoch holds {n_ctx} ([expect] n_ctx); nothing was logged. "
+            f"and tools, and a fresh epoch holds {n_ctx} ([expect] n_ctx, or the model's trained "
+            "context when smaller); nothing was logged. "
             "Send it in parts, or save it as a page (`tether page write`) for the agent to read"
         )
         self.size = size
@@ -154,9 +155,13 @@ class Agent:
         tools: ToolBox,
         clock: Clock,
         budget: BudgetGate | None = None,
+        n_ctx: int | None = None,
     ) -> None:
         self.home = home
         self.config = config
+        #: The context turns and compaction plan with: ``[expect] n_ctx``, or the
+        #: model's trained context when smaller (``tether.llm.gguf.effective_n_ctx``).
+        self.n_ctx = config.expect.n_ctx if n_ctx is None else n_ctx
         self.store = store
         self.llm = llm
         self.tools = tools
@@ -274,7 +279,7 @@ class Agent:
             baseline = fresh if fresh is not None else self.new_baseline(sid)
         needed = fresh_tokens(baseline, text)
         base = fresh_tokens(baseline, "")
-        n_ctx = self.config.expect.n_ctx
+        n_ctx = self.n_ctx
         # A baseline over the limit by the estimate alone is left to the server to judge
         # (the estimate may be above a real tokenizer's count); a message is refused when
         # it is over by itself, or over together with a baseline that fits.
@@ -364,7 +369,7 @@ class Agent:
     def due(self, session: Session) -> bool:
         return session.ended or should_compact(
             session.last_usage(),
-            n_ctx=self.config.expect.n_ctx,
+            n_ctx=self.n_ctx,
             threshold=self.config.compact.threshold,
         )
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from tether.errors import EmbeddedModelError
+from tether.config import Config
+from tether.errors import EmbeddedModelError, TetherError
 
 _MAGIC = b"GGUF"
 #: GGUF value type -> struct format of a scalar (8 string, 9 array are handled apart).
@@ -128,3 +129,28 @@ def context_warning(n_ctx: int, trained: TrainedContext) -> str | None:
         f"({trained.n_ctx_train}, its {trained.architecture}.context_length): compaction "
         f"plans with {trained.n_ctx_train}; set [expect] n_ctx = {trained.n_ctx_train} or less"
     )
+
+
+def model_context(config: Config) -> TrainedContext | None:
+    """The embedded model's header as configured (None for a server backend, or for a
+    model file that cannot be found or read: loading it says why)."""
+    if config.llm.backend != "embedded":
+        return None
+    from tether.llm.embedded import resolve_model_path
+
+    try:
+        return read_trained_context(resolve_model_path(config.llm.model_path))
+    except TetherError:
+        return None
+
+
+def config_warning(config: Config) -> str | None:
+    """``context_warning`` for the configured embedded model, if any."""
+    trained = model_context(config)
+    return None if trained is None else context_warning(config.expect.n_ctx, trained)
+
+
+def planned_n_ctx(config: Config) -> int:
+    """``effective_n_ctx`` for the configured backend."""
+    trained = model_context(config)
+    return effective_n_ctx(config.expect.n_ctx, None if trained is None else trained.n_ctx_train)
