@@ -20,6 +20,7 @@ from tether.agent.turn import Agent
 from tether.config import Config
 from tether.core.sweep.windows import zone as named_zone
 from tether.errors import BadInputError, TetherError
+from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
 from tether.ports import Clock, Llm, Store, SweepStore
@@ -139,6 +140,7 @@ def build_runtime(
         tools=tools,
         clock=clock,
         budget=build_budget(home, config, store, clock, sweep),
+        n_ctx=planned_n_ctx(config),
     )
     return Runtime(
         home=home, config=config, store=store, sweep=sweep, llm=model, http=http, agent=agent
