@@ -65,6 +65,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "agent": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools"},
     "imports": SERVICE_BASE | {"memory"},
     "scheduler": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools", "agent"},
+    # `tether mcp`: the memory over the MCP SDK, its fences and tokens; the store it serves
+    # comes from the CLI, so it never opens one itself
+    "mcp": SERVICE_BASE | {"memory", "checkpoint"},
     # the one composition root: may build every adapter and service
     "daemon": SERVICE_BASE
     | {"extract"}
@@ -78,7 +81,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "ui"},
+    | {"agent", "imports", "scheduler", "daemon", "ui", "mcp"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)

@@ -227,6 +227,11 @@ class BudgetConfig(_Section, frozen=True):
         return budget
 
 
+class McpConfig(_Section, frozen=True):
+    #: Tokens (``tether.core.tokens``) one ``recall`` result of ``tether mcp`` may hold.
+    result_tokens: Annotated[int, msgspec.Meta(ge=100)] = 1200
+
+
 class Config(_Section, frozen=True):
     llm: LlmConfig = msgspec.field(default_factory=LlmConfig)
     expect: ExpectConfig = msgspec.field(default_factory=ExpectConfig)
@@ -238,6 +243,7 @@ class Config(_Section, frozen=True):
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     sweep: SweepConfig = msgspec.field(default_factory=SweepConfig)
     budget: BudgetConfig = msgspec.field(default_factory=BudgetConfig)
+    mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
     def __post_init__(self) -> None:
         if self.slots.main == self.slots.background:

@@ -33,6 +33,11 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   │                            the daemon does not start (file, problem)
     │   ├── BadZoneError             [core.sweep.windows] not an IANA zone name (name)
     │   ├── BadDateError             [core.sweep.windows] a local date not YYYY-MM-DD (value)
+    │   ├── FenceError               [core.mcp] a link outside an MCP client's lane: a remote
+    │   │                            client asked for a transcript, segment, note or identity,
+    │   │                            or a page or fact not world-visible (lane, link)
+    │   ├── TokenFileError           [mcp.tokens] <home>/mcp/tokens cannot be read; every HTTP
+    │   │                            request is refused until it is fixed (file, problem)
     │   ├── OwnerExistsError         [core.sweep.errors] ``owner add`` of an id that exists or
     │   │                            was deleted (owner)
     │   └── ConditionError           [core.sweep.errors] a trigger condition outside

@@ -168,23 +168,37 @@ class Store(Protocol):
         """The rows ``query`` finds, ranked by relevance over the whole query (bm25; term
         weights are not used), best first; a query with no terms finds nothing."""
 
-    def search_terms(self, query: SearchQuery, k: int, *, aside: float) -> list[Found]:
+    def search_terms(
+        self, query: SearchQuery, k: int, *, aside: float, only: Sequence[str] | None = None
+    ) -> list[Found]:
         """The ``k`` best rows ``query`` finds, scored by the sum over its terms of
         weight x bm25, where a term's matches in assistant replies, tool calls and tool
         summaries count ``aside`` of those in the owner's text, notes and pages. Best
-        first."""
+        first. ``only``: search just the rows with these refs (``page:<slug>``,
+        ``fact:<id>``: what a remote MCP client may see); empty finds nothing."""
 
-    def newest(self, query: SearchQuery, k: int, *, within: int | None = None) -> list[Found]:
+    def newest(
+        self,
+        query: SearchQuery,
+        k: int,
+        *,
+        within: int | None = None,
+        only: Sequence[str] | None = None,
+    ) -> list[Found]:
         """The ``k`` most recently indexed rows ``query`` finds, newest first, unscored
-        (score 0), looking only among the last ``within`` indexed rows when given. No
-        ranking work: what recall uses when every word of a query is very common."""
+        (score 0), looking only among the last ``within`` indexed rows when given (and
+        only among the rows of the refs ``only``, when given). No ranking work: what
+        recall uses when every word of a query is very common."""
 
     def row_count(self) -> int:
         """Rows in the full-text index (log rows, notes, pages): what term weights need."""
 
-    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
-        """How many rows each query matches, counting no further than ``cap``
-        (cheap: what recall uses to leave out terms too common to rank quickly)."""
+    def count_matches(
+        self, queries: Sequence[SearchQuery], cap: int, *, only: Sequence[str] | None = None
+    ) -> list[int]:
+        """How many rows each query matches (among the rows of the refs ``only`` when
+        given), counting no further than ``cap`` (cheap: what recall uses to leave out
+        terms too common to rank quickly)."""
 
     # -- journal and recalls -----------------------------------------------------------
     def journal_append(self, entry: JournalEntry) -> JournalEntry: ...

@@ -192,6 +192,9 @@ class Hit(msgspec.Struct, frozen=True):
     #: ``identity:m-3fa2c1``, ``fact:7``), used by
     #: the recalls log so counts survive a re-index.
     ref: str
+    #: When what was found was written (a turn's record, a page's update); None where
+    #: the search does not say.
+    time: datetime | None = None
 
 
 class Found(msgspec.Struct, frozen=True):

@@ -255,6 +255,7 @@ def fact_json(f: Fact) -> dict[str, Any]:
         "created_at": utc_stamp(f.created_at),
         "updated_at": utc_stamp(f.updated_at),
         "active": f.active,
+        "visibility": f.visibility,
     }
 
 
@@ -290,7 +291,9 @@ def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
         click.echo(f"owner {owner.id}: no facts{gone}")
         return
     for f in facts:
-        state = "" if f.active else "  (inactive)"
+        state = ("" if f.active else "  (inactive)") + (
+            "  (world)" if f.visibility == "world" else ""
+        )
         click.echo(
             f"{f.id:>5} {f.subject}/{f.entity:<20} {f.authority:<25} "
             f"{utc_stamp(f.updated_at)}  {f.text}{state}"

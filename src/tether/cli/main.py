@@ -41,6 +41,7 @@ COMMANDS: Mapping[str, str] = {
     "demo": "commands_demo",
     "usage": "commands_usage",
     "ui": "commands_ui",
+    "mcp": "commands_mcp",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -80,6 +81,11 @@ SUMMARIES: Mapping[str, str] = {
     ),
     "init": "Create the home with tether.toml and the starter prompts (never overwrites).",
     "jobs": "Cron jobs: <home>/jobs/<name>.toml, run by `tether serve`.",
+    "mcp": (
+        "Serve the memory to an MCP client: stdio (the trusted local lane) or, with --http,"
+        " streamable HTTP for remote clients with a bearer token (world-visibility pages and"
+        " facts only)."
+    ),
     "owner": "Owners of memory: zone, generations, deletion.",
     "page": (
         "Memory pages: longer notes under a slug (people/ada), found by recall and read by the"

@@ -277,3 +277,19 @@ def reindex(home: Path, store: Store, *, meter: Progress | None = None) -> Index
     and recall counts are kept: recall counts are keyed by session and turn, not rows)."""
     store.reset_index()
     return index_home(home, store, meter=meter)
+
+
+def turn_rows(home: Path, sid: str, first: int, last: int) -> list[LogRow]:
+    """The rows of turns ``first`` to ``last`` (inclusive) of session ``sid``, numbered
+    and redacted as the index holds them, read from the session's logs (every epoch):
+    what a ``tether://turn:<session>:<first>-<last>`` link reads."""
+    session = Session.open(home, session_id(sid))
+    allow = home_allow(home)
+    turn, tainted = 0, False
+    out: list[LogRow] = []
+    for epoch, records in session.epoch_records():
+        rows, turn, tainted = _rows(sid, epoch, records, turn, tainted, allow=allow)
+        out += [r for r in rows if first <= r.turn <= last]
+        if turn > last:
+            break
+    return out

@@ -21,6 +21,7 @@ weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -64,9 +65,11 @@ class _Question:
     period: periods.Period | None
 
 
-def _question(store: Store, text: str, time: datetime, budget: int) -> _Question | None:
-    """The question's terms with their counts, and the period it names; None when nothing
-    in it is searchable."""
+def _question(
+    store: Store, text: str, time: datetime, budget: int, only: Sequence[str] | None = None
+) -> _Question | None:
+    """The question's terms with their counts (among the rows of ``only``, when given),
+    and the period it names; None when nothing in it is searchable."""
     if not query.terms(text):
         return None
     period = periods.find_period(text, time)
@@ -74,21 +77,29 @@ def _question(store: Store, text: str, time: datetime, budget: int) -> _Question
         rest = periods.without(text, period)
         text = rest if query.terms(rest) else text
     analysed = query.analyse(text)
-    counts = store.count_matches([SearchQuery((t,)) for t in analysed.terms], budget + 1)
+    counts = store.count_matches([SearchQuery((t,)) for t in analysed.terms], budget + 1, only=only)
     return _Question(analysed, tuple(counts), period)
 
 
 def _turns(
-    store: Store, q: _Question, pool: int, budget: int, *, aside: float = ranking.ASIDE_WEIGHT
+    store: Store,
+    q: _Question,
+    pool: int,
+    budget: int,
+    *,
+    aside: float = ranking.ASIDE_WEIGHT,
+    only: Sequence[str] | None = None,
 ) -> list[ranking.Scored]:
     """Turns (and notes, pages) for ``q``, best first; replies and tool output weigh
-    ``aside`` beside the owner's words."""
+    ``aside`` beside the owner's words. ``only``: among the rows of these refs (the
+    ``within`` window of a newest-first search is then not applied: ``only`` is small)."""
     total = store.row_count()
     for attempt in query.plan(q.query, q.counts, budget=budget, total=total):
         if attempt.mode == "newest":
-            found = store.newest(attempt.query, NEWEST_POOL, within=attempt.within)
+            within = attempt.within if only is None else None
+            found = store.newest(attempt.query, NEWEST_POOL, within=within, only=only)
         else:
-            found = store.search_terms(attempt.query, pool, aside=aside)
+            found = store.search_terms(attempt.query, pool, aside=aside, only=only)
         if found:
             return ranking.fold(found, attempt.also, q.period, ranking.PERIOD_BOOST, aside=aside)
     return []
@@ -113,6 +124,7 @@ def _hit(scored: ranking.Scored) -> Hit:
         tag="memory-tainted" if best.tainted else "memory",
         score=scored.score,
         ref=best.ref,
+        time=best.time,
     )
 
 
@@ -125,6 +137,7 @@ def recall(
     budget: int = query.DEFAULT_BUDGET,
     home: Path | None = None,
     sweep: SweepStore | None = None,
+    only: Callable[[], Sequence[str]] | None = None,
 ) -> list[Hit]:
     """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
@@ -132,13 +145,15 @@ def recall(
     nothing rather than everything. ``budget`` bounds the rows ranked (see core.query).
     ``time`` is also "now" for a period the question names. With ``home``, identity
     entries are brought in step with its memory.md first; the fact rows are brought in
-    step with ``sweep``'s active facts (none without it).
+    step with ``sweep``'s active facts (none without it). ``only``: called after that
+    sync, the refs the search is kept to (a remote MCP client's world pages and facts).
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
     _sync(store, sweep, home)
-    q = _question(store, text, time, budget)
-    turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget)
+    refs = None if only is None else only()
+    q = _question(store, text, time, budget, refs)
+    turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
     hits = [_hit(t) for t in turns[:k]]
     store.record_recalls([h.ref for h in hits], time)
     return hits

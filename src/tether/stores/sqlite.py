@@ -360,22 +360,33 @@ class SqliteStore(SqliteFile):
         with self._read("searching") as c:
             return fts.search(c, query, k)
 
-    def search_terms(self, query: SearchQuery, k: int, *, aside: float) -> list[Found]:
+    def search_terms(
+        self, query: SearchQuery, k: int, *, aside: float, only: Sequence[str] | None = None
+    ) -> list[Found]:
         with self._read("searching") as c:
-            return fts.search_terms(c, query, k, aside=aside)
+            return fts.search_terms(c, query, k, aside=aside, only=only)
 
-    def newest(self, query: SearchQuery, k: int, *, within: int | None = None) -> list[Found]:
+    def newest(
+        self,
+        query: SearchQuery,
+        k: int,
+        *,
+        within: int | None = None,
+        only: Sequence[str] | None = None,
+    ) -> list[Found]:
         with self._read("searching") as c:
-            return fts.newest(c, query, k, within=within)
+            return fts.newest(c, query, k, within=within, only=only)
 
     def row_count(self) -> int:
         with self._read("counting indexed rows") as c:
             row = c.execute("SELECT value FROM stat WHERE name = 'doc_rows'").fetchone()
         return int(row[0])
 
-    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+    def count_matches(
+        self, queries: Sequence[SearchQuery], cap: int, *, only: Sequence[str] | None = None
+    ) -> list[int]:
         with self._read("counting matches") as c:
-            return fts.count_matches(c, queries, cap)
+            return fts.count_matches(c, queries, cap, only=only)
 
     # -- journal and recalls -----------------------------------------------------------
 

@@ -5,6 +5,7 @@ out is ``-bm25`` (or a weighted sum of them), higher is better."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,15 @@ _ONE_TERM = (
     " ? * (bm25(doc_fts, 1.0, 0.0) + ? * bm25(doc_fts, 0.0, 1.0)) AS s"
     " FROM doc_fts WHERE doc_fts MATCH ?"
 )
+# ``only``: the rows whose ref is one of a JSON list (the doc_ref index finds them).
+_ONLY = " AND rowid IN (SELECT id FROM doc WHERE ref IN (SELECT value FROM json_each(?)))"
+
+
+def _only(only: Sequence[str] | None) -> tuple[str, list[object]]:
+    """The clause and parameter restricting a search to the rows of ``only`` (refs)."""
+    if only is None:
+        return "", []
+    return _ONLY, [json.dumps(list(only))]
 
 
 def _positive(k: int) -> None:
@@ -51,24 +61,34 @@ def search(c: sqlite3.Connection, query: SearchQuery, k: int) -> list[Hit]:
     return [_hit(r) for r in rows]
 
 
-def search_terms(c: sqlite3.Connection, query: SearchQuery, k: int, *, aside: float) -> list[Found]:
+def search_terms(
+    c: sqlite3.Connection,
+    query: SearchQuery,
+    k: int,
+    *,
+    aside: float,
+    only: Sequence[str] | None = None,
+) -> list[Found]:
     """The ``k`` best rows by the sum over the query's terms of weight x field-weighted
-    bm25 (rows holding every term only, when the query requires all).
+    bm25 (rows holding every term only, when the query requires all), among the rows of
+    the refs ``only`` when it is given.
 
     One FTS5 query per term: bm25 of a one-term query is that term's share of an OR
     query's, so the sum is bm25 with a weight per term.
     """
     _positive(k)
     terms = query.terms
-    if not terms:
+    if not terms or (only is not None and not only):
         return []
+    clause, extra = _only(only)
+    one_term = _ONE_TERM + clause
     params: list[object] = []
     for t in terms:
-        params += [t.weight, aside, sqlite_fts.term(t)]
+        params += [t.weight, aside, sqlite_fts.term(t), *extra]
     if len(terms) == 1:  # (a lone subquery would be flattened into the GROUP BY)
-        ranked = f"{_ONE_TERM} ORDER BY s LIMIT ?"
+        ranked = f"{one_term} ORDER BY s LIMIT ?"
     else:
-        union = " UNION ALL ".join([_ONE_TERM] * len(terms))
+        union = " UNION ALL ".join([one_term] * len(terms))
         # Each term's subquery yields a row at most once: a row holding every term is
         # there once per term.
         having = ""
@@ -86,13 +106,20 @@ def search_terms(c: sqlite3.Connection, query: SearchQuery, k: int, *, aside: fl
 
 
 def newest(
-    c: sqlite3.Connection, query: SearchQuery, k: int, *, within: int | None = None
+    c: sqlite3.Connection,
+    query: SearchQuery,
+    k: int,
+    *,
+    within: int | None = None,
+    only: Sequence[str] | None = None,
 ) -> list[Found]:
-    """The ``k`` most recently indexed rows ``query`` finds (among the last ``within``)."""
+    """The ``k`` most recently indexed rows ``query`` finds (among the last ``within``;
+    among the rows of the refs ``only`` when it is given)."""
     _positive(k)
     match = sqlite_fts.expression(query)
-    if match is None:
+    if match is None or (only is not None and not only):
         return []
+    clause, extra = _only(only)
     floor = 0
     if within is not None:
         top = c.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()[0]
@@ -101,25 +128,33 @@ def newest(
     rows = c.execute(
         f"SELECT {_FOUND_COLUMNS}, 0.0"
         " FROM (SELECT rowid FROM doc_fts WHERE doc_fts MATCH ? AND rowid > ?"
-        "       ORDER BY rowid DESC LIMIT ?) AS f"
+        f"{clause} ORDER BY rowid DESC LIMIT ?) AS f"
         " JOIN doc AS d ON d.id = f.rowid ORDER BY d.id DESC",
-        (match, floor, k),
+        (match, floor, *extra, k),
     ).fetchall()
     return [_found(r) for r in rows]
 
 
-def count_matches(c: sqlite3.Connection, queries: Sequence[SearchQuery], cap: int) -> list[int]:
-    """Rows each query matches, counting no further than ``cap``."""
-    return [_count(c, sqlite_fts.expression(q), cap) for q in queries]
+def count_matches(
+    c: sqlite3.Connection,
+    queries: Sequence[SearchQuery],
+    cap: int,
+    *,
+    only: Sequence[str] | None = None,
+) -> list[int]:
+    """Rows each query matches (among the rows of the refs ``only`` when it is given),
+    counting no further than ``cap``."""
+    return [_count(c, sqlite_fts.expression(q), cap, only) for q in queries]
 
 
-def _count(c: sqlite3.Connection, match: str | None, cap: int) -> int:
-    if match is None:
+def _count(c: sqlite3.Connection, match: str | None, cap: int, only: Sequence[str] | None) -> int:
+    if match is None or (only is not None and not only):
         return 0
+    clause, extra = _only(only)
     return int(
         c.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ? LIMIT ?)",
-            (match, cap),
+            f"SELECT count(*) FROM (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ?{clause} LIMIT ?)",
+            (match, *extra, cap),
         ).fetchone()[0]
     )
 

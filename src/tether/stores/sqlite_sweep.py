@@ -119,7 +119,7 @@ class SqliteSweepTx:
     # -- facts and triggers ---------------------------------------------------------
     _FACT = (
         "id, owner, subject, entity, text, authority, refs, origin_receipt, active,"
-        " created_at, updated_at"
+        " created_at, updated_at, visibility"
     )
 
     def fact_in_slot(self, owner_id: str, subject: str, entity: str) -> Fact | None:
@@ -142,18 +142,19 @@ class SqliteSweepTx:
             int(fact.active),
             iso(fact.created_at),
             iso(fact.updated_at),
+            fact.visibility,
         )
         if fact.id:
             self._c.execute(
                 "UPDATE sweep_fact SET owner = ?, subject = ?, entity = ?, text = ?,"
                 " authority = ?, refs = ?, origin_receipt = ?, active = ?, created_at = ?,"
-                " updated_at = ? WHERE id = ?",
+                " updated_at = ?, visibility = ? WHERE id = ?",
                 (*values, fact.id),
             )
             return fact
         cur = self._c.execute(
             f"INSERT INTO sweep_fact ({self._FACT.removeprefix('id, ')})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             values,
         )
         return Fact(**{**_fields(fact), "id": cast(int, cur.lastrowid)})

@@ -128,6 +128,12 @@ SWEEP_MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER sweep_owner_del AFTER DELETE ON sweep_owner
         BEGIN UPDATE sweep_fact_change SET n = n + 1; END;
     """,
+    # 3: a fact's visibility, as a page has one: ``private`` (the default, and every fact
+    # written before) never leaves the home; ``world`` may be shown to a remote MCP client.
+    """
+    ALTER TABLE sweep_fact ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'
+        CHECK (visibility IN ('private', 'world'));
+    """,
 )
 
 
@@ -165,6 +171,7 @@ def _fact(r: Sequence[Any]) -> Fact:
         active=bool(r[8]),
         created_at=from_iso(r[9]),
         updated_at=from_iso(r[10]),
+        visibility=r[11],
     )
 
 

@@ -112,6 +112,7 @@ def _apply_fact(
                 origin_receipt=rid,
                 created_at=now,
                 updated_at=now,
+                visibility=candidate.visibility,
             )
         )
     elif decision.action == "amend":
@@ -124,6 +125,7 @@ def _apply_fact(
                 refs=refs,
                 origin_receipt=rid,
                 updated_at=now,
+                visibility=candidate.visibility,
             )
         )
     if decision.writes:

@@ -58,6 +58,8 @@ class FactCandidate(
     text: str
     authority: Authority
     refs: tuple[SourceRef, ...] = ()
+    #: ``world`` only when the fact may be shown to a remote MCP client; private otherwise.
+    visibility: Literal["private", "world"] = "private"
 
 
 class TriggerRepair(

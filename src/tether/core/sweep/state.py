@@ -47,6 +47,9 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
     active: bool = True
     id: int = 0
+    #: Who may see it: ``private`` (the default) stays in the home; ``world`` may also be
+    #: shown to a remote MCP client (``tether mcp --http``), as a world page may.
+    visibility: Literal["private", "world"] = "private"
 
 
 class StandingTrigger(msgspec.Struct, frozen=True, kw_only=True):

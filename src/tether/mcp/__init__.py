@@ -1,0 +1,1 @@
+"""``tether mcp``: the memory for any MCP client, behind the lanes' fences."""
