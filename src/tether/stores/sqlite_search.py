@@ -143,26 +143,18 @@ def newest(
     return [_found(r) for r in rows]
 
 
-def count_matches(
-    c: sqlite3.Connection,
-    queries: Sequence[SearchQuery],
-    cap: int,
-    *,
-    only: Sequence[str] | None = None,
-) -> list[int]:
-    """Rows each query matches (among the rows of the refs ``only`` when it is given),
-    counting no further than ``cap``."""
-    return [_count(c, sqlite_fts.expression(q), cap, only) for q in queries]
+def count_matches(c: sqlite3.Connection, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+    """Rows each query matches, counting no further than ``cap``."""
+    return [_count(c, sqlite_fts.expression(q), cap) for q in queries]
 
 
-def _count(c: sqlite3.Connection, match: str | None, cap: int, only: Sequence[str] | None) -> int:
-    if match is None or (only is not None and not only):
+def _count(c: sqlite3.Connection, match: str | None, cap: int) -> int:
+    if match is None:
         return 0
-    source, extra = _only(only)
     return int(
         c.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE doc_fts MATCH ? LIMIT ?)",
-            (*extra, match, cap),
+            "SELECT count(*) FROM (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ? LIMIT ?)",
+            (match, cap),
         ).fetchone()[0]
     )
 
