@@ -193,12 +193,9 @@ class Store(Protocol):
     def row_count(self) -> int:
         """Rows in the full-text index (log rows, notes, pages): what term weights need."""
 
-    def count_matches(
-        self, queries: Sequence[SearchQuery], cap: int, *, only: Sequence[str] | None = None
-    ) -> list[int]:
-        """How many rows each query matches (among the rows of the refs ``only`` when
-        given), counting no further than ``cap`` (cheap: what recall uses to leave out
-        terms too common to rank quickly)."""
+    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+        """How many rows each query matches, counting no further than ``cap``
+        (cheap: what recall uses to leave out terms too common to rank quickly)."""
 
     # -- journal and recalls -----------------------------------------------------------
     def journal_append(self, entry: JournalEntry) -> JournalEntry: ...

@@ -65,11 +65,11 @@ class _Question:
     period: periods.Period | None
 
 
-def _question(
-    store: Store, text: str, time: datetime, budget: int, only: Sequence[str] | None = None
-) -> _Question | None:
-    """The question's terms with their counts (among the rows of ``only``, when given),
-    and the period it names; None when nothing in it is searchable."""
+def _question(store: Store, text: str, time: datetime, budget: int) -> _Question | None:
+    """The question's terms with their counts over the whole index (also when a search
+    is kept to a few refs: bm25 of a common word costs its whole posting list, however
+    few rows it may return), and the period it names; None when nothing in it is
+    searchable."""
     if not query.terms(text):
         return None
     period = periods.find_period(text, time)
@@ -77,7 +77,7 @@ def _question(
         rest = periods.without(text, period)
         text = rest if query.terms(rest) else text
     analysed = query.analyse(text)
-    counts = store.count_matches([SearchQuery((t,)) for t in analysed.terms], budget + 1, only=only)
+    counts = store.count_matches([SearchQuery((t,)) for t in analysed.terms], budget + 1)
     return _Question(analysed, tuple(counts), period)
 
 
@@ -152,7 +152,7 @@ def recall(
         raise BadInputError(f"k must be at least 1 (got {k})")
     _sync(store, sweep, home)
     refs = None if only is None else only()
-    q = _question(store, text, time, budget, refs)
+    q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
     hits = [_hit(t) for t in turns[:k]]
     store.record_recalls([h.ref for h in hits], time)

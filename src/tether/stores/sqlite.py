@@ -382,11 +382,9 @@ class SqliteStore(SqliteFile):
             row = c.execute("SELECT value FROM stat WHERE name = 'doc_rows'").fetchone()
         return int(row[0])
 
-    def count_matches(
-        self, queries: Sequence[SearchQuery], cap: int, *, only: Sequence[str] | None = None
-    ) -> list[int]:
+    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
         with self._read("counting matches") as c:
-            return fts.count_matches(c, queries, cap, only=only)
+            return fts.count_matches(c, queries, cap)
 
     # -- journal and recalls -----------------------------------------------------------
 
