@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import uvicorn
@@ -59,7 +59,12 @@ class _Server(uvicorn.Server):
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
+    #: Called once when the stop begins: the scheduler starts nothing during the grace.
+    on_stop: Callable[[], None] | None = None
+
     def _stop(self, sig: int) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True  # a second Ctrl-C: stop waiting for turns
         self.should_exit = True
@@ -83,6 +88,7 @@ async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> No
             app, uds=str(path), log_level="warning", lifespan="off", timeout_graceful_shutdown=30
         )
     )
+    server.on_stop = scheduler.halt
     log = logging.getLogger("tether.daemon")
     log.info(
         "serving home=%s socket=%s llm=%s backend=%s pid=%d",
