@@ -239,7 +239,7 @@ def cache_share(by_session: dict[str, list[Usage]], first: int | None = None) ->
     return cache / total if total else 0.0
 
 
-def check_logs(home: Path, tally: Tally) -> dict[str, int]:
+def check_logs(home: Path, tally: Tally) -> dict[str, object]:
     missing = duplicated = unacked_twice = 0
     for sid in LIVE:
         texts: dict[str, int] = {}
@@ -266,6 +266,7 @@ def check_logs(home: Path, tally: Tally) -> dict[str, int]:
         "unacked_logged_twice": unacked_twice,
         "torn_logs": torn,
         "temp_files_left": len(temps),
+        "temp_files": sorted(str(p.relative_to(home)) for p in temps),
         "reindex_rc": reindex.returncode,
         "sessions": len(list_sessions(home)),
     }

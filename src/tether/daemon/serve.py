@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from tether.config import Config
 from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
 from tether.daemon.compose import build_runtime, build_scheduler
 from tether.errors import BadInputError, TetherError
+from tether.files import remove_stale_temps
 from tether.ports import Clock
 from tether.scheduler import load_jobs
 
@@ -79,6 +81,8 @@ async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> No
         scheduler.recover()  # we are the home's only daemon: close a dead one's runs
         # ... and the turns a killed process left open (a bare User): interrupted.
         await asyncio.to_thread(runtime.agent.close_interrupted_all)
+        # ... and the temporaries of atomic writes a killed process left mid-write.
+        await asyncio.to_thread(remove_stale_temps, home, time.time())
     except BaseException:
         await runtime.aclose()
         raise
