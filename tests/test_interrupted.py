@@ -235,3 +235,27 @@ def test_an_imported_history_that_ends_with_the_owner_is_not_closed(
     assert "closed as interrupted" not in err
     assert interrupted(short_home, "log") == 0
     assert show_turns(short_home, "log") == 3
+
+
+def test_a_killed_writers_temporary_is_removed_when_stale(tmp_path: Path) -> None:
+    """A process killed between an atomic write's temporary and its rename leaves
+    ``.<name>.<random>.tmp``; the daemon's start removes such files once stale, and never
+    a fresh one (another process may be mid-write)."""
+    import os
+
+    from tether.files import STALE_TEMP_S, remove_stale_temps
+
+    (tmp_path / "sessions" / "s").mkdir(parents=True)
+    old = tmp_path / "sessions" / "s" / ".1.baseline.json.abc123.tmp"
+    fresh = tmp_path / ".memory.md.def456.tmp"
+    keep = tmp_path / "notes.tmp"  # not a write_atomic temporary
+    for p in (old, fresh, keep):
+        p.write_text("partial")
+    now = 1_800_000_000.0
+    os.utime(old, (now - STALE_TEMP_S - 1, now - STALE_TEMP_S - 1))
+    os.utime(fresh, (now - 1, now - 1))
+    os.utime(keep, (now - 10 * STALE_TEMP_S, now - 10 * STALE_TEMP_S))
+    assert remove_stale_temps(tmp_path, now) == [old]
+    assert not old.exists()
+    assert fresh.exists()
+    assert keep.exists()

@@ -20,6 +20,7 @@ from tether.memory.indexer import index_home
 from tether.memory.recall import recall
 from tether.records import EpochEnd, ToolResult, ToolSummary, User
 from tether.scheduler.ledger import RunLedger
+from tether.scheduler.loop import TickReport
 from tether.sessions import Session
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama, Reply
@@ -444,3 +445,21 @@ async def test_wakes_each_minute_and_for_the_heartbeat(
     assert 40 < with_job.scheduler.wake_in() < 41  # the next minute turns in 40 s
     beating = start(daemon_factory, home, fake, clock, "[heartbeat]\nevery_s = 10\n")
     assert beating.scheduler.wake_in() == 10  # the heartbeat is due before it
+
+
+async def test_a_stopping_scheduler_starts_nothing_new(
+    home: Path, fake: FakeLlama, clock: StepClock, daemon_factory: list[Daemon]
+) -> None:
+    """The daemon's stop calls ``halt`` first: during uvicorn's grace for turns in
+    flight no heartbeat and no cron run starts, though both are due."""
+    write_job(home, "brief", "* * * * *", "Write the morning brief.")
+    d = start(daemon_factory, home, fake, clock, "[heartbeat]\nevery_s = 1\n")
+    clock.advance(timedelta(seconds=1))
+    d.scheduler.halt()
+    assert d.scheduler.tick() == TickReport(heartbeat="stopping", cron=())
+    clock.advance(timedelta(minutes=1))
+    assert d.scheduler.tick() == TickReport(heartbeat="stopping", cron=())
+    await d.scheduler.idle()
+    assert fake.requests == []
+    assert not Session.exists(home, "heartbeat")
+    assert RunLedger(home).read() == []

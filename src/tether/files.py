@@ -82,6 +82,24 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     fsync_dir(path.parent)
 
 
+#: A write_atomic temporary older than this is a killed writer's leftover (a live one
+#: lasts milliseconds), safe to remove.
+STALE_TEMP_S = 300.0
+
+
+def remove_stale_temps(root: Path, now: float) -> list[Path]:
+    """Remove ``write_atomic`` temporaries (``.<name>.<random>.tmp``) under ``root`` last
+    modified more than ``STALE_TEMP_S`` before ``now`` (epoch seconds): a process killed
+    between writing one and renaming it leaves it behind (the real file is intact)."""
+    removed = []
+    for tmp in root.rglob(".*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            if tmp.is_file() and now - tmp.stat().st_mtime > STALE_TEMP_S:
+                tmp.unlink()
+                removed.append(tmp)
+    return removed
+
+
 def encode_records(records: Sequence[LogRecord]) -> bytes:
     return b"".join(_encoder.encode(r) + b"\n" for r in records)
 

@@ -57,6 +57,14 @@ from tether.sessions import Session, list_sessions
 from tether.tools import schemas
 from tether.tools.box import ToolBox, ToolContext
 
+#: What callers import from here (the turn's outcomes live in ``agent.outcomes``).
+__all__ = [
+    "Agent",
+    "MessageTooLargeError",
+    "TurnDone",
+    "TurnFailedError",
+    "read_prompt",
+]
 log = logging.getLogger("tether.daemon")
 #: A first call weighed before the busy hold: its reservation, and the session or the
 #: fresh baseline it was weighed on.

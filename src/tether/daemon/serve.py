@@ -13,7 +13,8 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tether.config import Config
 from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
 from tether.daemon.compose import build_runtime, build_scheduler
 from tether.errors import BadInputError, TetherError
+from tether.files import remove_stale_temps
 from tether.ports import Clock
 from tether.scheduler import load_jobs
 
@@ -62,7 +64,12 @@ class _Server(uvicorn.Server):
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
+    #: Called once when the stop begins: the scheduler starts nothing during the grace.
+    on_stop: Callable[[], None] | None = None
+
     def _stop(self, sig: int) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True  # a second Ctrl-C: stop waiting for turns
         self.should_exit = True
@@ -96,6 +103,8 @@ async def serve(
         scheduler.recover()  # we are the home's only daemon: close a dead one's runs
         # ... and the turns a killed process left open (a bare User): interrupted.
         await asyncio.to_thread(runtime.agent.close_interrupted_all)
+        # ... and the temporaries of atomic writes a killed process left mid-write.
+        await asyncio.to_thread(remove_stale_temps, home, time.time())
     except BaseException:
         await runtime.aclose()
         raise
@@ -105,6 +114,7 @@ async def serve(
             app, uds=str(path), log_level="warning", lifespan="off", timeout_graceful_shutdown=30
         )
     )
+    server.on_stop = scheduler.halt
     log = logging.getLogger("tether.daemon")
     log.info(
         "serving home=%s socket=%s llm=%s backend=%s pid=%d",

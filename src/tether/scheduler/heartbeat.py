@@ -20,7 +20,7 @@ from tether.errors import ConfigError, TetherError
 
 log = logging.getLogger("tether.scheduler")
 RUNBOOK = "heartbeat-prompt-unreadable"
-BeatOutcome = Literal["off", "not_due", "busy", "prompt_unreadable", "started"]
+BeatOutcome = Literal["off", "not_due", "busy", "prompt_unreadable", "started", "stopping"]
 
 
 class Heartbeat:

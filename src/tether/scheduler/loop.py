@@ -67,6 +67,8 @@ class Scheduler:
             on_done=self._kick.set,
         )
         self._loop: asyncio.Task[None] | None = None
+        #: Set by ``halt``/``stop``: the daemon is stopping, so nothing new starts.
+        self.stopping = False
 
     def recover(self) -> list[RunRecord]:
         """Close runs a dead daemon left ``started`` as ``failed``; call once, before
@@ -84,7 +86,10 @@ class Scheduler:
     # -- one pass --------------------------------------------------------------------------
 
     def tick(self) -> TickReport:
-        """Start whatever is due now (as tasks) and say what happened."""
+        """Start whatever is due now (as tasks) and say what happened; nothing once the
+        daemon is stopping."""
+        if self.stopping:
+            return TickReport(heartbeat="stopping", cron=())
         now = self.clock.now()
         jobs = self.watch.poll()
         if jobs is not None:
@@ -139,9 +144,18 @@ class Scheduler:
         while tasks := self._tasks():
             await asyncio.wait(tasks)
 
+    def halt(self) -> None:
+        """Start no new heartbeat or cron run from now on (called the moment the daemon
+        is told to stop, before uvicorn's grace for turns in flight); work already
+        running goes on until ``stop``."""
+        self.stopping = True
+        if self._loop is not None:
+            self._loop.cancel()
+
     async def stop(self, grace_s: float) -> None:
         """Stop waking; let running work finish for ``grace_s``, then cancel it (a turn
         cut short logs ``interrupted``, its run ``failed``)."""
+        self.stopping = True
         if self._loop is not None:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
