@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tether.agent.turn import TurnDone, TurnFailedError
+from tether.checkpoint.ipc import RUN_DIR, SOCKET, socket_path
 from tether.daemon.compose import Runtime
 from tether.daemon.replies import (
     CompactReply,
@@ -34,14 +35,9 @@ from tether.daemon.replies import (
 )
 from tether.errors import BadInputError, TetherError
 
-RUN_DIR = "run"
-SOCKET = "tether.sock"
 log = logging.getLogger("tether.daemon")
 R = TypeVar("R", bound=msgspec.Struct)
-
-
-def socket_path(home: Path) -> Path:
-    return home / RUN_DIR / SOCKET
+__all__ = ["RUN_DIR", "SOCKET", "DaemonClient", "build_app", "socket_accepts", "socket_path"]
 
 
 def socket_accepts(path: Path) -> bool:
