@@ -50,12 +50,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "stores": ADAPTER_BASE,
     "llm": ADAPTER_BASE,
     "harnesses": ADAPTER_BASE,
+    # the shared fact extractor: one model call over the Llm port, validated by core;
+    # used by the sweep and the checkpoint harvest (so it sits below both)
+    "extract": ADAPTER_BASE,
     # services over the ports: memory, the sweep, checkpoints, views, taint
     "home": FOUNDATION,
     "broker": ADAPTER_BASE,
     "memory": SERVICE_BASE,
-    "checkpoint": SERVICE_BASE,
-    "sweep": SERVICE_BASE,
+    "checkpoint": SERVICE_BASE | {"extract"},
+    "sweep": SERVICE_BASE | {"extract"},
     "views": SERVICE_BASE,
     "tools": SERVICE_BASE | {"memory", "checkpoint", "broker"},
     # use-cases: a turn, an import, scheduled work
@@ -64,10 +67,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "scheduler": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools", "agent"},
     # the one composition root: may build every adapter and service
     "daemon": SERVICE_BASE
+    | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
+    | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler", "daemon"},
     # public fakes for tests; production never imports them (one exception below)

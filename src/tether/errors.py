@@ -59,6 +59,8 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │                                is in the log (session, kind, the LlmError as cause)
     ├── CompactionFailedError        [agent.compaction] neither the model's summary nor the
     │                                fallback could be made; the epoch is intact (session, epoch)
+    ├── ExtractionError              [core.extraction] the model's reply is not a candidate
+    │                                page at all: not JSON, not an object (reason, excerpt)
     ├── BudgetRefusedError           [agent.budget] a model call [budget] refused; nothing was
     │                                sent (kind, reason code, bound, local day)
     ├── LedgerError                  [scheduler.ledger] a jobs/runs.jsonl line we cannot read

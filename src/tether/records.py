@@ -378,3 +378,105 @@ class Completion(msgspec.Struct, frozen=True):
     cache_n: int
     prompt_n: int
     predicted_n: int
+
+
+# -- the shared fact extractor (``tether.extract``): what it reads and what it returns ----
+
+#: The three authorities, strongest first (``core.sweep.packet.Authority``, the same type).
+FactAuthority = Literal["direct_user_statement", "agent_reusable_conclusion", "sweep_inference"]
+#: Who said a source turn: the owner (a user line) or the agent (an assistant reply).
+TurnRole = Literal["owner", "assistant"]
+
+
+class SourceTurn(msgspec.Struct, frozen=True, kw_only=True):
+    """One stored turn a memory may cite: its session, number, speaker and text (as the
+    store holds it, redacted). The extractor checks a memory's quote against these."""
+
+    session: str
+    turn: NonNegative
+    role: TurnRole
+    text: str
+
+
+class Provenance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where a memory came from: ids, a turn range and the quote, never other text.
+    ``sessions``: every session it cites (at least one, all among the source's);
+    ``segment``: the banked segment it was read from (the harvest), else None;
+    ``first_turn``/``last_turn``: the turn range it cites, both or neither;
+    ``quote``: the words it quotes, kept only when found verbatim in a cited turn;
+    ``quote_session``/``quote_turn``: the turn the quote was found in."""
+
+    sessions: tuple[str, ...]
+    segment: str | None = None
+    first_turn: int | None = None
+    last_turn: int | None = None
+    quote: str | None = None
+    quote_session: str | None = None
+    quote_turn: int | None = None
+
+
+class ExtractedFact(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory the model proposed, validated and clamped: its text, its slot
+    (``subject`` scope and ``entity``, both keys of ``[a-z0-9._:-]``), the authority it
+    earned (never what the model claimed) and its provenance."""
+
+    text: str
+    subject: str
+    entity: str
+    authority: FactAuthority
+    provenance: Provenance
+
+
+class FolderAssignment(msgspec.Struct, frozen=True, kw_only=True):
+    """A folder the model proposes for one of the source's unfiled sessions."""
+
+    session: str
+    folder: str
+
+
+class ExtractionRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a caller asks the extractor to read.
+
+    ``instructions``: the system prompt; ``source``: the text shown to the model (a
+    day's spine, a segment rendered by ``core.extraction.render_turns``); ``prelude``:
+    messages sent between the two (an earlier phase's exchange, fetched excerpts);
+    ``sessions``: the session ids a memory may cite (any other is dropped and counted);
+    ``folder_sessions``: the sessions the model may file (empty: no folders asked);
+    ``segment``: the banked segment read, put in every memory's provenance; ``cap``: the
+    highest authority a memory may earn; ``max_memories``: the page's bound; ``turns``:
+    stored turns the caller already holds (a segment's, fetched excerpts'), against which
+    quotes are checked besides those the extractor reads for a cited turn range."""
+
+    instructions: str
+    source: str
+    sessions: tuple[str, ...]
+    prelude: tuple[ChatMessage, ...] = ()
+    turns: tuple[SourceTurn, ...] = ()
+    folder_sessions: tuple[str, ...] = ()
+    segment: str | None = None
+    cap: FactAuthority = "direct_user_statement"
+    max_memories: Annotated[int, msgspec.Meta(ge=0, le=32)] = 32
+
+
+class ExtractionUsage(msgspec.Struct, frozen=True):
+    """What one model call used, as the server reported it."""
+
+    cache_n: int = 0
+    prompt_n: int = 0
+    predicted_n: int = 0
+
+
+class Extraction(msgspec.Struct, frozen=True, kw_only=True):
+    """The validated candidate page. ``dropped_provenance``: memories citing no session
+    of the source; ``dropped_invalid``: memories with no usable text or slot, or past
+    ``max_memories``; ``folders_dropped``: assignments for a session not offered or an
+    unusable name; ``usage``: what the call used; ``raw``: the model's reply verbatim
+    (what the sweep stages; the caller redacts before it writes anything)."""
+
+    facts: tuple[ExtractedFact, ...]
+    folders: tuple[FolderAssignment, ...] = ()
+    dropped_provenance: int = 0
+    dropped_invalid: int = 0
+    folders_dropped: int = 0
+    usage: ExtractionUsage = ExtractionUsage()
+    raw: str = ""
