@@ -344,6 +344,52 @@ def session_end(s: HookSetting, data: bytes) -> Outcome:
     return out
 
 
+def transcript_session(path: Path, harness: str) -> str:
+    """The tether session of a transcript: its first ``sessionId`` (Claude Code) or
+    ``session_meta`` id (Codex), else the file's name."""
+    import json
+
+    with path.open("rb") as handle:
+        for _, raw in zip(range(200), handle, strict=False):
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict):
+                continue
+            if harness == "claude-code" and isinstance(doc.get("sessionId"), str):
+                return SESSION_IDS[harness](doc["sessionId"])
+            payload = doc.get("payload")
+            meta = doc.get("type") == "session_meta" and isinstance(payload, dict)
+            if meta and isinstance(payload, dict) and isinstance(payload.get("id"), str):
+                return SESSION_IDS[harness](payload["id"])
+    return SESSION_IDS[harness](path.stem)
+
+
+def bank_transcript(
+    home: Path, path: Path, harness: str, now: datetime, allow: frozenset[str]
+) -> tuple[str, BankReport]:
+    """Bank the whole transcript at ``path`` as one segment (``source`` ingest): what
+    ``tether transcripts ingest`` extracts. Never retired: the owner asked for it."""
+    session = transcript_session(path, harness)
+    entries, whole = read_entries(path, harness, path.stat().st_size + 1)
+    turns = tuple(t for w in split_windows(entries, from_start=whole) for t in w.turns)
+    window = Window(0, turns, closed=False, complete=True)
+    red = redact_text(render(turns), allow=allow)
+    report = bank_redacted(
+        home,
+        session,
+        red,
+        what=_what(harness, window, "ingest"),
+        time=now,
+        source="ingest",
+        first=window.first,
+        last=window.last,
+        turns=len(turns),
+    )
+    return session, report
+
+
 HOOKS: dict[str, Callable[[HookSetting, bytes], Outcome]] = {
     "pre-compact": pre_compact,
     "session-start": session_start,

@@ -262,4 +262,73 @@ def context_pack_cmd(ctx: Context, session: str | None) -> None:
     click.echo(pack.text, nl=False)
 
 
-COMMANDS = [hook_group, context_pack_cmd]
+# -- by hand -----------------------------------------------------------------------------
+
+
+@click.group("transcripts")
+def transcripts_group() -> None:
+    """Harness transcripts into the corpus, and their facts (the owner's explicit lane)."""
+
+
+@transcripts_group.command("ingest")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "harness",
+    type=click.Choice(["claude-code", "codex"]),
+    default="claude-code",
+    show_default=True,
+    help="The transcript's harness.",
+)
+@click.option("--facts", is_flag=True, help="Extract its facts now, with the configured model.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_ctx
+def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: bool) -> None:
+    """Bank a whole transcript (or each under a folder) as a segment of corpus/; with
+    --facts, extract its facts now. Never gated by [checkpoint] auto_writeback."""
+    import asyncio
+
+    from tether.checkpoint.hooks import bank_transcript
+    from tether.cli.context import echo_json
+    from tether.errors import NotFoundError
+    from tether.imports.transcript import transcripts_in
+    from tether.scan.allow import home_allow
+
+    config = ctx.config()
+    home = ctx.home
+    if not path.exists():
+        raise NotFoundError(f"no transcript {path}")
+    allow = home_allow(home)
+    results = []
+    for one in transcripts_in(path):
+        session, report = bank_transcript(home, one, harness, datetime.now(UTC), allow)
+        row: dict[str, object] = {
+            "transcript": str(one),
+            "session": session,
+            "segment": report.code,
+            "link": report.link,
+        }
+        if facts and report.path is not None:
+            from tether.daemon.compose import harvest_now
+
+            done = asyncio.run(harvest_now(home, config, report.path.name, lane="ingest"))
+            row.update(
+                outcome=done.outcome,
+                inserted=done.inserted,
+                duplicate=done.duplicate,
+                links=done.links,
+            )
+        results.append(row)
+        if not as_json:
+            extra = (
+                f"; facts: {row['outcome']} ({row['inserted']} new, {row['duplicate']} already"
+                " known)"
+                if "outcome" in row
+                else ""
+            )
+            click.echo(f"{one}: {report.code} {report.link or ''}{extra}")
+    if as_json:
+        echo_json(results)
+
+
+COMMANDS = [hook_group, context_pack_cmd, transcripts_group]

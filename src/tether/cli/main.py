@@ -42,6 +42,7 @@ COMMANDS: Mapping[str, str] = {
     "usage": "commands_usage",
     "hook": "commands_hook",
     "context-pack": "commands_hook",
+    "transcripts": "commands_hook",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -101,6 +102,9 @@ SUMMARIES: Mapping[str, str] = {
     "session": "Inspect sessions.",
     "sessions": "Bring sessions in from elsewhere.",
     "sweep": "The daily memory sweep.",
+    "transcripts": (
+        "Harness transcripts into the corpus, and their facts (the owner's explicit lane)."
+    ),
     "usage": (
         "Tokens and estimated cost of model calls per job kind, day or session, with the main"
         " slot's cache hit share."
