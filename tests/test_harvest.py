@@ -314,3 +314,41 @@ async def test_the_queue_answers_with_typed_codes(
     finally:
         await llm.aclose()
         sweep.close()
+
+
+@pytest.mark.anyio
+async def test_budget_harvest_caps_the_daemons_extraction_calls(
+    home: Path, fake: FakeLlama, tmp_path: Path
+) -> None:
+    from tether.daemon.compose import build_runtime, harvest_queue
+    from tether.testing.clock import StepClock
+
+    write_config(home, fake, "[budget.harvest]\ncall_tokens = 10\n")
+    name = banked(home, tmp_path)
+    runtime = build_runtime(home, load_config(home), clock=StepClock())
+    try:
+        with harvest_queue(runtime) as queue:
+            out = await queue.run_one(name, "harvest")
+    finally:
+        await runtime.aclose()
+    assert out.error == "BudgetRefusedError"
+    assert fake.requests == []  # nothing was sent
+    assert read_receipt(home, name) is None  # the maintenance pass retries it
+    assert harvest_lines(home)[-1]["error"] == "BudgetRefusedError"
+
+
+def test_the_harvest_benchmark_runs_and_dedups() -> None:
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "harvest_throughput.py"
+    run = subprocess.run(
+        [sys.executable, str(bench), "--segments", "2", "--kib", "8"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    figures = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [f["figure"] for f in figures] == ["extractor_calls_only", "harvest_throughput"]
+    assert figures[1]["facts_inserted"] == 2  # the shared fact once, per-chunk facts once

@@ -199,7 +199,13 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
     try:
         sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
         slot = runtime.config.slots.background
-        llm = GatedLlm(runtime.llm, runtime.agent.gates, slot)
+        llm = GatedLlm(
+            runtime.llm,
+            runtime.agent.gates,
+            slot,
+            runtime.agent.budget,
+            runtime.config.llm.max_tokens,
+        )
         extractor = Extractor(llm, slot=slot, max_tokens=runtime.config.llm.max_tokens)
 
         def writeback() -> bool | None:
