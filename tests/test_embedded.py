@@ -203,6 +203,21 @@ def test_doctor_reports_the_embedded_backend(home: Path) -> None:
     assert report["backend"] == "embedded"
     assert report["model"].endswith(".gguf")
     assert report["n_ctx"] == {"main": 512, "background": 512}
+    assert report["n_ctx_train"] == 8192  # SmolLM2-135M's llama.context_length
+    assert not any("trained on" in w for w in report["warnings"])
+
+
+async def test_past_the_trained_context_warns_and_compaction_plans_with_it(home: Path) -> None:
+    (home / "tether.toml").write_text('[llm]\nbackend = "embedded"\n[expect]\nn_ctx = 32768\n')
+    out = _tether("--home", str(home), "config", "check", timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "n_ctx = 32768 exceeds the context SmolLM2-135M-Instruct" in out.stderr
+    assert "trained on (8192" in out.stderr
+    rt = build_runtime(home, load_config(home), clock=StepClock())
+    try:
+        assert rt.agent.n_ctx == 8192  # contexts load on first use: nothing allocated here
+    finally:
+        await rt.aclose()
 
 
 def test_doctor_exits_1_for_a_missing_model_file(home: Path, tmp_path: Path) -> None:

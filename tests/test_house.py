@@ -70,11 +70,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler"},
+    # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
+    # same stores and services; the CLI starts it and hands it what it may not import
+    # (the daemon's zone rule, `session discard`)
+    "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon"},
+    | {"agent", "imports", "scheduler", "daemon", "ui"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)

@@ -21,7 +21,7 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   ├── ManagedBlockError        AGENTS.md's tether block markers are malformed (file, line)
     │   ├── ImportFormatError        a line of an import file (file and line)
     │   │   └── ImportChangedError   ... that changed between the import's check and write
-    │   ├── MessageTooLargeError     [agent.turn] a message that cannot fit even a fresh epoch;
+    │   ├── MessageTooLargeError     [agent.outcomes] a message that cannot fit even a fresh epoch;
     │   │                            refused before it is logged (bytes, tokens, n_ctx)
     │   ├── ExtraMissingError        an optional extra is not installed (extra, how to install)
     │   ├── IdentityError            [memory.identity] an identity edit that cannot be applied:
@@ -55,7 +55,7 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   ├── LlmTimeoutError          no reply within [llm] timeout_s
     │   ├── LlmProtocolError         a reply we cannot read (HTTP status, body excerpt)
     │   └── EmbeddedModelError       the in-process model cannot be loaded or run (path)
-    ├── TurnFailedError              [agent.turn] a turn ended without an answer; its TurnError
+    ├── TurnFailedError              [agent.outcomes] a turn ended without an answer; its TurnError
     │                                is in the log (session, kind, the LlmError as cause)
     ├── CompactionFailedError        [agent.compaction] neither the model's summary nor the
     │                                fallback could be made; the epoch is intact (session, epoch)

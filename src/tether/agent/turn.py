@@ -11,12 +11,18 @@ import dataclasses
 import logging
 import time as _time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from tether.agent.budget import BudgetGate, BudgetRefusedError, Reservation
 from tether.agent.compaction import CompactionDone, CompactionFailedError, Compactor
 from tether.agent.locks import BusySet, InFlight, SlotGates
+from tether.agent.outcomes import (
+    MessageTooLargeError,
+    TurnDone,
+    TurnFailedError,
+    error_kind,
+    read_prompt,
+)
 from tether.broker import Broker
 from tether.config import Config
 from tether.core import replay
@@ -26,12 +32,7 @@ from tether.core.memory_block import build_block
 from tether.core.replay import fresh_tokens
 from tether.core.scheduling import Priority
 from tether.errors import (
-    BadInputError,
-    ConfigError,
-    ContextFullError,
     LlmError,
-    LlmTimeoutError,
-    LlmUnreachableError,
     TetherError,
 )
 from tether.faults import crash_point
@@ -49,7 +50,6 @@ from tether.records import (
     ToolCall,
     ToolResult,
     TurnError,
-    TurnErrorKind,
     Usage,
     User,
 )
@@ -63,82 +63,16 @@ log = logging.getLogger("tether.daemon")
 _Weighed = tuple[Reservation, Session | None, Baseline | None] | None
 
 
-@dataclass(frozen=True)
-class TurnDone:
-    session: str
-    turn: int
-    epoch: int
-    slot: int
-    reply: str
-    untrusted: bool
-    usage: Usage | None
-    elapsed_ms: float
-    #: The session's depth reached the compaction threshold with this turn: callers
-    #: compact it next (``compact_if_due``) without re-reading its logs to find out.
-    compact_due: bool = False
-
-
 class _Retry(Exception):
     """The turn's message was refused as context-full in an epoch with earlier turns."""
 
 
-class MessageTooLargeError(BadInputError):
-    """A message that cannot fit even a fresh epoch; refused before it is logged."""
-
-    runbook = "message-too-large"
-
-    def __init__(self, size: int, tokens: int, n_ctx: int) -> None:
-        super().__init__(
-            f"message too large: {size} bytes, about {tokens} tokens with the system prompt "
-            f"and tools, and a fresh epoch holds {n_ctx} ([expect] n_ctx); nothing was logged. "
-            "Send it in parts, or save it as a page (`tether page write`) for the agent to read"
-        )
-        self.size = size
-        self.tokens = tokens
-        self.n_ctx = n_ctx
-
-
-class TurnFailedError(TetherError):
-    """A turn ended without an answer; its TurnError record is in the log."""
-
-    def __init__(self, session: str, kind: TurnErrorKind, cause: TetherError) -> None:
-        # The cause's message, not str(cause): its runbook is this error's, said once.
-        super().__init__(f"turn on session {session!r} failed ({kind}): {cause.message}")
-        self.session = session
-        self.kind = kind
-        self.cause = cause
-        self.runbook = cause.runbook or _RUNBOOK.get(kind)
-
-
 _CLOSED = "turn session=%s closed as interrupted (its process died; runbook: turn-interrupted)"
-_RUNBOOK: dict[str, str] = {"session_full": "session-full"}
 
 
 async def _append(session: Session, *records: LogRecord) -> None:
     """Append durably (lock, write, fsync) off the event loop."""
     await asyncio.to_thread(session.append, *records)
-
-
-def _error_kind(exc: LlmError) -> TurnErrorKind:
-    if isinstance(exc, ContextFullError):
-        return "session_full"
-    if isinstance(exc, LlmUnreachableError):
-        return "llm_unreachable"
-    if isinstance(exc, LlmTimeoutError):
-        return "llm_timeout"
-    return "llm_protocol"
-
-
-def read_prompt(home: Path, name: str) -> str:
-    path = home / "config" / name
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(
-            path, None, "prompt file missing; run `tether init` to restore it"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, None, f"cannot read prompt file: {exc}") from None
 
 
 class Agent:
@@ -154,9 +88,13 @@ class Agent:
         tools: ToolBox,
         clock: Clock,
         budget: BudgetGate | None = None,
+        n_ctx: int | None = None,
     ) -> None:
         self.home = home
         self.config = config
+        #: The context turns and compaction plan with: ``[expect] n_ctx``, or the
+        #: model's trained context when smaller (``tether.llm.gguf.effective_n_ctx``).
+        self.n_ctx = config.expect.n_ctx if n_ctx is None else n_ctx
         self.store = store
         self.llm = llm
         self.tools = tools
@@ -274,7 +212,7 @@ class Agent:
             baseline = fresh if fresh is not None else self.new_baseline(sid)
         needed = fresh_tokens(baseline, text)
         base = fresh_tokens(baseline, "")
-        n_ctx = self.config.expect.n_ctx
+        n_ctx = self.n_ctx
         # A baseline over the limit by the estimate alone is left to the server to judge
         # (the estimate may be above a real tokenizer's count); a message is refused when
         # it is over by itself, or over together with a baseline that fits.
@@ -364,7 +302,7 @@ class Agent:
     def due(self, session: Session) -> bool:
         return session.ended or should_compact(
             session.last_usage(),
-            n_ctx=self.config.expect.n_ctx,
+            n_ctx=self.n_ctx,
             threshold=self.config.compact.threshold,
         )
 
@@ -443,7 +381,7 @@ class Agent:
                 raise
             except LlmError as exc:
                 await self._settle(reservation, None)
-                kind_ = _error_kind(exc)
+                kind_ = error_kind(exc)
                 await _append(session, TurnError(time=self.clock.now(), kind=kind_))
                 if kind_ == "session_full" and not retry and (earlier or step > 0):
                     raise _Retry from exc

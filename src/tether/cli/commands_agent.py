@@ -21,13 +21,27 @@ DEFAULT_SESSION = "chat"
 
 
 @click.command("serve")
+@click.option("--ui", is_flag=True, help="Serve the memory browser page too (see `tether ui`).")
+@click.option(
+    "--ui-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="With --ui: its port on 127.0.0.1 (default 8431; 0 picks a free one).",
+)
 @pass_ctx
-def serve_cmd(ctx: Context) -> None:
+def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
     """Run the daemon: owns inference, the busy set and the slot gates; answers a local
     API on <home>/run/tether.sock. Stop it with Ctrl-C or SIGTERM."""
-    from tether.daemon.serve import run
+    from tether.daemon.serve import Beside, run
 
-    run(ctx.home, ctx.config())
+    beside = None
+    if ui:
+        from tether.cli.commands_ui import ui_beside
+
+        beside = Beside(*ui_beside(ctx, ui_port))
+    elif ui_port is not None:
+        raise click.UsageError("--ui-port goes with --ui")
+    run(ctx.home, ctx.config(), beside)
 
 
 def _print_turn(reply: TurnReply, verbose: bool) -> None:

@@ -39,6 +39,9 @@ class Report:
     model: str
     slots: dict[str, int]
     expect_n_ctx: int
+    #: The context the embedded model was trained on, from its GGUF header (None: a
+    #: server backend, or the file does not say).
+    n_ctx_train: int | None = None
     #: Slot role -> n_ctx as the backend reports it (None: not reported).
     n_ctx: dict[str, int | None] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
@@ -126,6 +129,14 @@ async def _embedded(config: Config, report: Report) -> None:
         return
     report.model = str(llm.model_path)
     report.checks.append(Check("extra", True, "llama-cpp-python and the model file are there"))
+    from tether.llm.gguf import context_warning, read_trained_context
+
+    with contextlib.suppress(TetherError):  # unreadable: the load below says why
+        trained = read_trained_context(llm.model_path)
+        report.n_ctx_train = trained.n_ctx_train
+        warning = context_warning(config.expect.n_ctx, trained)
+        if warning:
+            report.warnings.append(warning)
     try:
         for role, slot in _roles(config).items():
             n_ctx = await asyncio.to_thread(llm.load, slot)
@@ -208,7 +219,8 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     else:
         where = "" if report.backend == "embedded" else f" at {config.llm.url}"
         click.echo(f"backend: {report.backend}{where}")
-        click.echo(f"model:   {report.model or '(default)'}")
+        trained = "" if report.n_ctx_train is None else f" (trained on {report.n_ctx_train})"
+        click.echo(f"model:   {report.model or '(default)'}{trained}")
         for role, slot in report.slots.items():
             n_ctx = report.n_ctx.get(role)
             shown = "not reported" if n_ctx is None else str(n_ctx)

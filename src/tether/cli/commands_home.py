@@ -6,6 +6,7 @@ import click
 
 from tether.cli.context import Context, counted, pass_ctx
 from tether.config import CONFIG_FILE
+from tether.errors import TetherError
 from tether.home import init_home
 from tether.scan.allow import ALLOW_FILE, BLOCKLIST_FILE, home_allow, home_blocklist
 
@@ -22,7 +23,21 @@ def init_cmd(ctx: Context) -> None:
         click.echo(f"kept    {home / rel} (exists; not overwritten)")
     if report.tightened:
         click.echo(f"made {counted(report.tightened, 'path')} private (folders 0700, files 0600)")
+    _context_warning(ctx)
     click.echo(f"home ready: {home}")
+
+
+def _context_warning(ctx: Context) -> None:
+    """Warn (stderr, exit unchanged) when ``[expect] n_ctx`` is past what the embedded
+    model was trained on."""
+    from tether.llm.gguf import config_warning
+
+    try:
+        warning = config_warning(ctx.config())
+    except TetherError:
+        return  # a broken tether.toml is `config check`'s to report
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @click.group("config")
@@ -37,6 +52,7 @@ def config_check(ctx: Context) -> None:
     scan files .tether-scan-allow and .tether-scan-blocklist when they exist."""
     ctx.config()
     click.echo(f"ok: {ctx.home / CONFIG_FILE}")
+    _context_warning(ctx)
     home = ctx.home
     for name, load in ((ALLOW_FILE, home_allow), (BLOCKLIST_FILE, home_blocklist)):
         if (home / name).exists():

@@ -43,6 +43,7 @@ COMMANDS: Mapping[str, str] = {
     "hook": "commands_hook",
     "context-pack": "commands_hook",
     "transcripts": "commands_hook",
+    "ui": "commands_ui",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -104,6 +105,10 @@ SUMMARIES: Mapping[str, str] = {
     "sweep": "The daily memory sweep.",
     "transcripts": (
         "Harness transcripts into the corpus, and their facts (the owner's explicit lane)."
+    ),
+    "ui": (
+        "Browse memory in a local page: sessions and their epochs, recall, identity and notes,"
+        " facts, the journals, the sweep, jobs and usage; edit identity from it."
     ),
     "usage": (
         "Tokens and estimated cost of model calls per job kind, day or session, with the main"

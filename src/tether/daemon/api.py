@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tether.agent.turn import TurnDone, TurnFailedError
+from tether.agent.outcomes import TurnDone, TurnFailedError
 from tether.checkpoint.ipc import HARVEST_PATH, RUN_DIR, SOCKET, socket_path
 from tether.daemon.compose import Runtime
 from tether.daemon.harvest import HarvestQueue

@@ -23,6 +23,7 @@ from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import GatedLlm, HarvestQueue
 from tether.errors import BadInputError, TetherError
 from tether.extract.extractor import Extractor
+from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
 from tether.ports import Clock, Llm, Store, SweepStore
@@ -142,6 +143,7 @@ def build_runtime(
         tools=tools,
         clock=clock,
         budget=build_budget(home, config, store, clock, sweep),
+        n_ctx=planned_n_ctx(config),
     )
     return Runtime(
         home=home, config=config, store=store, sweep=sweep, llm=model, http=http, agent=agent

@@ -11,9 +11,12 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -65,7 +68,26 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> None:
+@dataclass(frozen=True)
+class Beside:
+    """Another ASGI app served from this process on its own listening socket (the memory
+    browser page of ``tether serve --ui``): started with the daemon, stopped with it."""
+
+    app: Any
+    sock: socket.socket
+
+
+class _Quiet(uvicorn.Server):
+    """A server beside the daemon's: the daemon's own server handles the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve(
+    home: Path, config: Config, *, clock: Clock | None = None, beside: Beside | None = None
+) -> None:
     jobs = load_jobs(home)  # an invalid job file refuses the start (runbook: jobs-invalid)
     path = prepare_run_dir(home)
     runtime = build_runtime(home, config, clock=clock)
@@ -98,10 +120,19 @@ async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> No
         config.llm.backend,
         os.getpid(),
     )
+    extra = None
+    if beside is not None:
+        quiet = _Quiet(
+            uvicorn.Config(beside.app, log_level="warning", lifespan="off", access_log=False)
+        )
+        extra = asyncio.create_task(quiet.serve(sockets=[beside.sock]))
     try:
         scheduler.start()
         harvest.start()
         await server.serve()
+        if extra is not None:
+            quiet.should_exit = True
+            await extra
         await harvest.stop()
         # Scheduled turns and summaries get the same grace as turns from the socket.
         await scheduler.stop(grace_s=30)
@@ -118,10 +149,10 @@ async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> No
         log.info("stopped")
 
 
-def run(home: Path, config: Config) -> None:
+def run(home: Path, config: Config, beside: Beside | None = None) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
     )
     # httpx logs every request at INFO; the daemon's own line per turn is the log.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    asyncio.run(serve(home, config))
+    asyncio.run(serve(home, config, beside=beside))
