@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import clean
-from tether.agent.turn import TurnFailedError
+from tether.agent.outcomes import TurnFailedError
 from tether.config import Config, load_config, parse_config
 from tether.daemon.compose import Runtime, build_runtime
 from tether.memory.identity import Identity

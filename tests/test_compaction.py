@@ -11,7 +11,7 @@ import pytest
 
 from daemon_helpers import tether
 from tether.agent.compaction import CompactionFailedError
-from tether.agent.turn import TurnFailedError
+from tether.agent.outcomes import TurnFailedError
 from tether.checkpoint.bank import ledger
 from tether.config import load_config
 from tether.core.compaction import CHECKPOINTS_HEADING

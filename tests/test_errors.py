@@ -156,7 +156,7 @@ def test_the_drawing_says_each_exit_code(classes: dict[str, type[TetherError]]) 
 
 def test_a_failed_turn_names_its_runbook_once() -> None:
     from tether.agent.compaction import CompactionFailedError
-    from tether.agent.turn import TurnFailedError
+    from tether.agent.outcomes import TurnFailedError
 
     cause = CompactionFailedError("chat", 3, "the summary call failed")
     said = str(TurnFailedError("chat", "session_full", cause))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import Daemon, daemon_home, tether
-from tether.agent.turn import MessageTooLargeError, TurnFailedError
+from tether.agent.outcomes import MessageTooLargeError, TurnFailedError
 from tether.config import load_config
 from tether.core.replay import fresh_tokens
 from tether.daemon.compose import Runtime, build_runtime

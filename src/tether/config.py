@@ -232,6 +232,18 @@ class McpConfig(_Section, frozen=True):
     result_tokens: Annotated[int, msgspec.Meta(ge=100)] = 1200
 
 
+class CheckpointConfig(_Section, frozen=True):
+    """Checkpoint compaction for harnesses (issue 19): the hooks, the harvest, the pack."""
+
+    #: Tokens of the context pack a SessionStart hook prints (``core.tokens`` counts).
+    pack_tokens: PositiveInt = 1500
+    #: Unset: on once the hooks are installed; false: banked windows are retired, never
+    #: extracted (``tether transcripts ingest --facts`` is never gated).
+    auto_writeback: bool | None = None
+    #: The PreCompact hook's deadline: bytes durable inside it, or a typed skip.
+    deadline_s: Annotated[float, msgspec.Meta(gt=0.0, le=60.0)] = 3.0
+
+
 class Config(_Section, frozen=True):
     llm: LlmConfig = msgspec.field(default_factory=LlmConfig)
     expect: ExpectConfig = msgspec.field(default_factory=ExpectConfig)
@@ -244,6 +256,7 @@ class Config(_Section, frozen=True):
     sweep: SweepConfig = msgspec.field(default_factory=SweepConfig)
     budget: BudgetConfig = msgspec.field(default_factory=BudgetConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
+    checkpoint: CheckpointConfig = msgspec.field(default_factory=CheckpointConfig)
 
     def __post_init__(self) -> None:
         if self.slots.main == self.slots.background:

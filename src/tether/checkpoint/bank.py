@@ -16,8 +16,14 @@ Contract:
   from the log alone (``window_hash``) to check coverage. The hash depends on the allow
   list: changing ``.tether-scan-allow`` changes the hash of a window holding an allowed hit.
 - **Ledger.** ``corpus/<session>.ledger.json`` lists every boundary (epoch, hash, segment,
-  time, bytes, redaction counts; never content), appended once per (epoch, hash) under a
-  lock on the corpus folder and rewritten atomically. The segment is written first: a crash
+  time, bytes, redaction counts, which lane banked it, the harness's first and last record
+  ids; never content), appended once per (epoch, hash) under a lock on the corpus folder
+  and rewritten atomically. For a harness's session (``bank_redacted``) ``epoch`` is the
+  window's ordinal in the ledger: a tail read cannot know how many boundaries came before.
+- **Private.** ``<private>...</private>`` text is ``[private]`` in every segment
+  (``core.checkpoint.strip_private``), in tether's own sessions as in a harness's.
+- **One corpus folder.** ``corpus_dir`` is where the hooks, the daemon's harvest and the
+  maintenance pass all look: ``<home>/corpus``. The segment is written first: a crash
   in between leaves a segment without its boundary, and the retry (a ``segment_dup``)
   records it.
 """
@@ -38,6 +44,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from tether.core.checkpoint import strip_private
 from tether.errors import (
     BadInputError,
     CheckpointError,
@@ -45,6 +52,7 @@ from tether.errors import (
     InvalidIdError,
     NotFoundError,
 )
+from tether.faults import crash_point
 from tether.files import write_atomic
 from tether.ids import session_id
 from tether.records import (
@@ -82,6 +90,15 @@ class Boundary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     time: UtcTime
     bytes: NonNegative
     redactions: dict[str, NonNegative] = {}
+    #: Which lane banked it: ``tether`` (the runtime's compaction), ``pre-compact:auto``,
+    #: ``pre-compact:manual``, ``backstop``, ``remainder``, ``full``, ``ingest``.
+    source: str = "tether"
+    #: The harness's ids of the window's first and last records ("" when it has none).
+    first: str = ""
+    last: str = ""
+    turns: NonNegative = 0
+    #: Banked while ``[checkpoint] auto_writeback`` was false: never extracted.
+    retired: bool = False
 
 
 class _Ledger(msgspec.Struct, forbid_unknown_fields=True):
@@ -116,8 +133,14 @@ def segment_link(session: str, hash24: str) -> str:
     return LINK_PREFIX + segment_name(session, hash24)
 
 
+def corpus_dir(home: Path) -> Path:
+    """The corpus folder: the one place the hooks, the harvest and the maintenance pass
+    resolve it from."""
+    return home / CORPUS_DIR
+
+
 def ledger_path(home: Path, session: str) -> Path:
-    return home / CORPUS_DIR / f"{session_id(session)}.ledger.json"
+    return corpus_dir(home) / f"{session_id(session)}.ledger.json"
 
 
 def parse_segment_link(link_or_name: str) -> tuple[str, str]:
@@ -149,10 +172,10 @@ def _block(r: LogRecord, ts: str) -> str | None:
     if kind is User:
         assert isinstance(r, User)
         who = f" ({r.speaker})" if r.speaker else ""
-        return f"[{ts}] USER{who}: {r.text}"
+        return f"[{ts}] USER{who}: {strip_private(r.text)}"
     if kind is Assistant:
         assert isinstance(r, Assistant)
-        return f"[{ts}] ASSISTANT: {r.text}"
+        return f"[{ts}] ASSISTANT: {strip_private(r.text)}"
     if kind is ToolCall:
         assert isinstance(r, ToolCall)
         args = msgspec.json.encode(r.args, order="sorted").decode()
@@ -160,7 +183,8 @@ def _block(r: LogRecord, ts: str) -> str | None:
     if kind is ToolResult:
         assert isinstance(r, ToolResult)
         trust = _trust(r.untrusted)
-        return f"[{ts}] TOOL RESULT id={r.tool_call_id} ({r.class_}, {trust}): {r.content}"
+        content = strip_private(r.content)
+        return f"[{ts}] TOOL RESULT id={r.tool_call_id} ({r.class_}, {trust}): {content}"
     if kind is ToolSummary:
         assert isinstance(r, ToolSummary)
         trust = _trust(r.untrusted)
@@ -242,15 +266,24 @@ def _read_ledger(path: Path, session: str) -> _Ledger:
     return doc
 
 
-def _record_boundary(home: Path, session: str, boundary: Boundary) -> None:
+def _record_boundary(
+    home: Path, session: str, boundary: Boundary, *, by_hash: bool = False
+) -> Boundary:
+    """Append ``boundary`` unless the ledger has it (same epoch and hash; with ``by_hash``
+    the hash alone); the entry the ledger holds."""
     path = ledger_path(home, session)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _corpus_lock(path.parent):
         doc = _read_ledger(path, session)
-        if any(b.epoch == boundary.epoch and b.hash == boundary.hash for b in doc.boundaries):
-            return
+        for b in doc.boundaries:
+            if b.hash == boundary.hash and (by_hash or b.epoch == boundary.epoch):
+                return b
+        if by_hash:
+            boundary = msgspec.structs.replace(boundary, epoch=len(doc.boundaries))
         doc.boundaries.append(boundary)
         data = msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
         write_atomic(path, data)
+        return boundary
 
 
 def _header(session: str, epoch: int, records: Sequence[LogRecord], hash24: str) -> bytes:
@@ -306,6 +339,104 @@ def bank_window(
     )
     _record_boundary(home, session, boundary)
     return BankReport(code, hash24, path, LINK_PREFIX + name, size, counts)
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """A window's text as it will be banked: private spans out, secrets redacted, hashed."""
+
+    body: bytes
+    counts: dict[str, int]
+    hash: str | None  # None: nothing to bank
+
+
+def redact_text(text: str, *, allow: frozenset[str] = frozenset()) -> Redacted:
+    """The scan of a rendered window: what ``bank_redacted`` writes, and its hash24."""
+    red = redact_bytes(strip_private(text).encode(), allow=allow)
+    body = red.data
+    if not body.strip():
+        return Redacted(b"", {}, None)
+    return Redacted(body, red.counts, hashlib.sha256(body).hexdigest()[:24])
+
+
+def bank_redacted(
+    home: Path,
+    session: str,
+    red: Redacted,
+    *,
+    what: str,
+    time: datetime,
+    source: str,
+    first: str = "",
+    last: str = "",
+    turns: int = 0,
+    retired: bool = False,
+    crash_at: str | None = None,
+) -> BankReport:
+    """Bank a window of a harness's session, scanned by ``redact_text``; ``what``
+    describes it in the segment's header line. The ledger entry is keyed by hash alone
+    (see the module doc). ``crash_at`` names the fault point between the segment write and
+    its ledger entry."""
+    session_id(session)
+    if time.tzinfo is None or not is_utc(time):
+        raise BadInputError(f"boundary time must be UTC, got {time.isoformat()}")
+    if red.hash is None:
+        return BankReport("empty_window")
+    name = segment_name(session, red.hash)
+    path = corpus_dir(home) / f"{name}.txt"
+    if _same_body(path, red.body):
+        code: BankCode = "segment_dup"
+    else:
+        header = f"# tether segment {red.hash}: session {session}, {what} (secrets redacted)\n\n"
+        write_atomic(path, header.encode() + red.body)
+        code = "segment_banked"
+    if crash_at is not None:
+        crash_point(crash_at)
+    size = path.stat().st_size
+    boundary = Boundary(
+        epoch=0,
+        hash=red.hash,
+        segment=path.name,
+        time=time,
+        bytes=size,
+        redactions=red.counts,
+        source=source,
+        first=first,
+        last=last,
+        turns=turns,
+        retired=retired,
+    )
+    _record_boundary(home, session, boundary, by_hash=True)
+    return BankReport(code, red.hash, path, LINK_PREFIX + name, size, red.counts)
+
+
+def text_hash(text: str, *, allow: frozenset[str] = frozenset()) -> str | None:
+    """The hash24 ``bank_redacted`` gives ``text`` (None when nothing would be banked)."""
+    return redact_text(text, allow=allow).hash
+
+
+def sessions_banked(home: Path) -> list[str]:
+    """Every session with a ledger in the corpus folder, by name."""
+    folder = corpus_dir(home)
+    if not folder.is_dir():
+        return []
+    return sorted(p.name.removesuffix(".ledger.json") for p in folder.glob("*.ledger.json"))
+
+
+def retire(home: Path, session: str, hashes: frozenset[str]) -> int:
+    """Mark the ledger entries of ``hashes`` retired (never to be extracted); how many
+    changed."""
+    path = ledger_path(home, session)
+    with _corpus_lock(path.parent):
+        doc = _read_ledger(path, session)
+        changed = 0
+        for i, b in enumerate(doc.boundaries):
+            if b.hash in hashes and not b.retired:
+                doc.boundaries[i] = msgspec.structs.replace(b, retired=True)
+                changed += 1
+        if changed:
+            write_atomic(path, msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n")
+    return changed
 
 
 # -- reading ----------------------------------------------------------------------------

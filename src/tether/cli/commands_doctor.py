@@ -210,6 +210,10 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     report = asyncio.run(diagnose(config))
     report.checks.append(_private_home(ctx))
     report.warnings.extend(_budget_warnings(ctx))
+    hooks, warning = _hooks(ctx)
+    report.checks.append(hooks)
+    if warning:
+        report.warnings.append(warning)
     if as_json:
         echo_json(_json(report))
     else:
@@ -252,6 +256,26 @@ def _budget_warnings(ctx: Context) -> list[str]:
         f"budget: {kind} hit its budget today ({reason}, {n} call(s) refused; `tether usage`)"
         for (kind, reason), n in sorted(found.items())
     ]
+
+
+def _hooks(ctx: Context) -> tuple[Check, str | None]:
+    """The harness hooks' hard-error rate over the last day (``telemetry/heartbeat.jsonl``);
+    typed degrades (skips, deadlines, no daemon) are not errors. Never fails the doctor:
+    a hook that fails still exits 0 and its harness goes on."""
+    from datetime import UTC, datetime, timedelta
+
+    from tether.checkpoint.telemetry import hard_error_rate
+
+    rate = hard_error_rate(ctx.home, datetime.now(UTC), timedelta(days=1))
+    detail = (
+        f"hard-error rate {rate.rate:.0%} ({rate.errors} of {rate.runs} runs in the last 24 h)"
+        if rate.runs
+        else "no hook run in the last 24 h"
+    )
+    warning = None
+    if rate.errors:
+        warning = f"hooks: {rate.errors} hard error(s) in the last 24 h ({', '.join(rate.names)})"
+    return Check("hooks", True, detail), warning
 
 
 COMMANDS = [doctor_cmd]

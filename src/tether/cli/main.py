@@ -40,6 +40,9 @@ COMMANDS: Mapping[str, str] = {
     "compile-context": "commands_views",
     "demo": "commands_demo",
     "usage": "commands_usage",
+    "hook": "commands_hook",
+    "context-pack": "commands_hook",
+    "transcripts": "commands_hook",
     "ui": "commands_ui",
     "mcp": "commands_mcp",
 }
@@ -66,6 +69,10 @@ SUMMARIES: Mapping[str, str] = {
         "Compile the owner's world-visible pages into a context file another harness loads."
     ),
     "config": "Inspect the configuration.",
+    "context-pack": (
+        "Print the context pack (what SessionStart injects) for the pull protocol: Codex,"
+        " opencode, any harness that reads it after a compaction."
+    ),
     "demo": (
         "Watch tether work with no server: owner turns, a memory edit, compaction into epoch 1,"
         " a heartbeat on the background slot, and a recall from epoch 0 (needs tether[local];"
@@ -78,6 +85,10 @@ SUMMARIES: Mapping[str, str] = {
     "fake-llm": (
         "Run a fake llama-server (slots, cache accounting, context-full errors) for trying"
         " tether with no model. Replies are deterministic echoes unless scripted."
+    ),
+    "hook": (
+        "Harness hooks: install them, and the hooks themselves (stdin: the harness's JSON;"
+        " they always exit 0 and never block the harness)."
     ),
     "init": "Create the home with tether.toml and the starter prompts (never overwrites).",
     "jobs": "Cron jobs: <home>/jobs/<name>.toml, run by `tether serve`.",
@@ -98,6 +109,9 @@ SUMMARIES: Mapping[str, str] = {
     "session": "Inspect sessions.",
     "sessions": "Bring sessions in from elsewhere.",
     "sweep": "The daily memory sweep.",
+    "transcripts": (
+        "Harness transcripts into the corpus, and their facts (the owner's explicit lane)."
+    ),
     "ui": (
         "Browse memory in a local page: sessions and their epochs, recall, identity and notes,"
         " facts, the journals, the sweep, jobs and usage; edit identity from it."

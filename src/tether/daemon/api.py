@@ -20,8 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tether.agent.turn import TurnDone, TurnFailedError
+from tether.agent.outcomes import TurnDone, TurnFailedError
+from tether.checkpoint.ipc import HARVEST_PATH, RUN_DIR, SOCKET, socket_path
 from tether.daemon.compose import Runtime
+from tether.daemon.harvest import HarvestQueue
 from tether.daemon.replies import (
     CompactReply,
     DaemonProtocolError,
@@ -34,14 +36,9 @@ from tether.daemon.replies import (
 )
 from tether.errors import BadInputError, TetherError
 
-RUN_DIR = "run"
-SOCKET = "tether.sock"
 log = logging.getLogger("tether.daemon")
 R = TypeVar("R", bound=msgspec.Struct)
-
-
-def socket_path(home: Path) -> Path:
-    return home / RUN_DIR / SOCKET
+__all__ = ["RUN_DIR", "SOCKET", "DaemonClient", "build_app", "socket_accepts", "socket_path"]
 
 
 def socket_accepts(path: Path) -> bool:
@@ -66,6 +63,15 @@ class TurnRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
 
 class CompactRequest(msgspec.Struct, forbid_unknown_fields=True):
     session: str
+
+
+class HarvestRequest(msgspec.Struct, forbid_unknown_fields=True):
+    session: str
+    segment: str
+
+
+class HarvestReply(msgspec.Struct):
+    outcome: str
 
 
 def _answer(reply: msgspec.Struct, status_code: int = 200) -> Response:
@@ -97,7 +103,7 @@ def log_turn(done: TurnDone) -> None:
     )
 
 
-def build_app(runtime: Runtime) -> Starlette:
+def build_app(runtime: Runtime, harvest: HarvestQueue | None = None) -> Starlette:
     async def health(_: Request) -> Response:
         return _answer(HealthReply(status="ok", pid=os.getpid(), home=str(runtime.home)))
 
@@ -138,12 +144,23 @@ def build_app(runtime: Runtime) -> Starlette:
             return _fail(exc)
         return _answer(compact_reply(done))
 
+    async def schedule_harvest(request: Request) -> Response:
+        """The hook's one round trip: a code at once, the harvest after the reply."""
+        try:
+            req = msgspec.json.decode(await request.body(), type=HarvestRequest)
+        except msgspec.DecodeError as exc:
+            return _refuse(exc)
+        if harvest is None:
+            return _answer(HarvestReply(outcome="skip_shutting_down"))
+        return _answer(HarvestReply(outcome=harvest.schedule(req.session, req.segment)))
+
     background: set[asyncio.Task[None]] = set()
     app = Starlette(
         routes=[
             Route("/v1/health", health),
             Route("/v1/turn", turn, methods=["POST"]),
             Route("/v1/compact", compact, methods=["POST"]),
+            Route(HARVEST_PATH, schedule_harvest, methods=["POST"]),
         ]
     )
     app.state.background = background

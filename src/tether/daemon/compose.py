@@ -17,9 +17,12 @@ import httpx
 from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
 from tether.agent.budget import BudgetGate
 from tether.agent.turn import Agent
-from tether.config import Config
+from tether.checkpoint.harvest import Harvested, Harvester
+from tether.config import Config, load_config
 from tether.core.sweep.windows import zone as named_zone
+from tether.daemon.harvest import GatedLlm, HarvestQueue
 from tether.errors import BadInputError, TetherError
+from tether.extract.extractor import Extractor
 from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
@@ -186,6 +189,67 @@ def run_sweep(
             for o in owners or ():
                 sweep_owners.get(runner.store, o)
         return runner.run(now, owners, dates)
+
+
+@contextlib.contextmanager
+def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
+    """The checkpoint harvest of a running daemon: the shared extractor over the runtime's
+    model on the background slot (behind its gate), facts into the sweep store (migrated,
+    with the default owner), ``[checkpoint] auto_writeback`` re-read for every segment."""
+    home = runtime.home
+    sweep = open_sweep_store(home, runtime.config)
+    try:
+        sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
+        slot = runtime.config.slots.background
+        llm = GatedLlm(
+            runtime.llm,
+            runtime.agent.gates,
+            slot,
+            runtime.agent.budget,
+            runtime.config.llm.max_tokens,
+        )
+        extractor = Extractor(llm, slot=slot, max_tokens=runtime.config.llm.max_tokens)
+
+        def writeback() -> bool | None:
+            return load_config(home).checkpoint.auto_writeback
+
+        harvester = Harvester(
+            home,
+            extractor,
+            sweep,
+            page_exists=lambda slug: runtime.store.get_page(slug) is not None,
+            writeback=writeback,
+            now=runtime.agent.clock.now,
+        )
+        yield HarvestQueue(home, harvester, runtime.agent.clock)
+    finally:
+        sweep.close()
+
+
+async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) -> Harvested:
+    """One segment's harvest in this process (``tether transcripts ingest --facts``): the
+    configured model on the background slot, no daemon needed; never gated by
+    ``auto_writeback`` when ``lane`` is ingest."""
+    llm = build_llm(config)
+    store = open_store(home, config)
+    sweep = open_sweep_store(home, config)
+    try:
+        clock = SystemClock()
+        sweep_owners.ensure_default(sweep, clock.now())
+        slot = config.slots.background
+        harvester = Harvester(
+            home,
+            Extractor(llm, slot=slot, max_tokens=config.llm.max_tokens),
+            sweep,
+            page_exists=lambda slug: store.get_page(slug) is not None,
+            writeback=lambda: load_config(home).checkpoint.auto_writeback,
+            now=clock.now,
+        )
+        return await harvester.harvest(segment, lane=lane)
+    finally:
+        await llm.aclose()
+        sweep.close()
+        store.close()
 
 
 def build_scheduler(runtime: Runtime, jobs: Sequence[Job]) -> Scheduler:

@@ -16,7 +16,7 @@ from typing import Literal
 import msgspec
 
 from tether.agent.compaction import CompactionDone
-from tether.agent.turn import TurnDone, TurnFailedError
+from tether.agent.outcomes import TurnDone, TurnFailedError
 from tether.checkpoint.bank import BankCode
 from tether.errors import TetherError
 from tether.records import TurnErrorKind

@@ -23,7 +23,7 @@ import uvicorn
 
 from tether.config import Config
 from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
-from tether.daemon.compose import build_runtime, build_scheduler
+from tether.daemon.compose import build_runtime, build_scheduler, harvest_queue
 from tether.errors import BadInputError, TetherError
 from tether.files import remove_stale_temps
 from tether.ports import Clock
@@ -108,7 +108,13 @@ async def serve(
     except BaseException:
         await runtime.aclose()
         raise
-    app = build_app(runtime)
+    harvesting = contextlib.ExitStack()
+    try:
+        harvest = harvesting.enter_context(harvest_queue(runtime))
+    except BaseException:
+        await runtime.aclose()
+        raise
+    app = build_app(runtime, harvest)
     server = _Server(
         uvicorn.Config(
             app, uds=str(path), log_level="warning", lifespan="off", timeout_graceful_shutdown=30
@@ -132,10 +138,12 @@ async def serve(
         extra = asyncio.create_task(quiet.serve(sockets=[beside.sock]))
     try:
         scheduler.start()
+        harvest.start()
         await server.serve()
         if extra is not None:
             quiet.should_exit = True
             await extra
+        await harvest.stop()
         # Scheduled turns and summaries get the same grace as turns from the socket.
         await scheduler.stop(grace_s=30)
         # Let compactions started after the last turns finish (they hold no socket).
@@ -143,6 +151,8 @@ async def serve(
         if pending:
             await asyncio.wait(pending, timeout=60)
     finally:
+        await harvest.stop()
+        harvesting.close()
         await runtime.aclose()
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -30,8 +30,9 @@ Code session always lands in the same tether session.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
+from tether.core.checkpoint import BoundaryMark, Entry, Turn
 from tether.harnesses.transcript import (
     Message,
     Transcript,
@@ -102,3 +103,41 @@ def read_transcript(lines: Iterable[bytes]) -> Transcript:
     for raw in lines:
         out.add(parse_line(raw))
     return out
+
+
+def window_entry(raw: bytes) -> Entry | str:
+    """One transcript line as the checkpoint hooks see it: a turn (the same words
+    ``parse_line`` keeps), a compaction boundary (``type: system``, ``subtype:
+    compact_boundary``, its ``compactMetadata.trigger``), or why it is skipped. The
+    ``isCompactSummary`` record after a boundary is the harness's own summary: skipped, so
+    it never becomes part of the next window."""
+    record = json_object(raw)
+    if isinstance(record, str):
+        return record
+    kind = record.get("type")
+    raw_uid = record.get("uuid")
+    uid = raw_uid if isinstance(raw_uid, str) else ""
+    if kind == "system" and record.get("subtype") == "compact_boundary":
+        meta = record.get("compactMetadata")
+        trigger = meta.get("trigger") if isinstance(meta, dict) else None
+        return BoundaryMark(trigger if isinstance(trigger, str) else "", uid)
+    if kind not in ("user", "assistant"):
+        return "not_a_message"
+    for flag, reason in (
+        ("isMeta", "meta"),
+        ("isCompactSummary", "compact_summary"),
+        ("isSidechain", "sidechain"),
+    ):
+        if record.get(flag) is True:
+            return reason
+    stamp = record.get("timestamp")
+    if utc_time(stamp) is None:
+        return "no_time"
+    assert isinstance(stamp, str)
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    text = _text(kind, content)
+    if not text:
+        return "tool_result" if kind == "user" and isinstance(content, list) else "no_text"
+    role: Literal["user", "assistant"] = "user" if kind != "assistant" else "assistant"
+    return Turn(role, text, stamp, uid)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tether.core.checkpoint import BoundaryMark, Entry, Turn
 from tether.harnesses.transcript import (
     Message,
     Transcript,
@@ -125,3 +126,27 @@ def read_rollout(lines: Iterable[bytes]) -> Transcript:
             role, text = item
             out.add(Message(session, "user" if role == "user" else "assistant", text, time))
     return out
+
+
+def window_entry(raw: bytes) -> Entry | str:
+    """One rollout line as the checkpoint capture sees it: a turn, a compaction boundary
+    (a ``compacted`` record: Codex's summary, itself never part of a window), or why it is
+    skipped."""
+    record = json_object(raw)
+    if isinstance(record, str):
+        return record
+    kind = record.get("type")
+    if kind == "compacted":
+        return BoundaryMark("auto")
+    payload = record.get("payload")
+    if kind != "response_item" or not isinstance(payload, dict):
+        return "not_a_message"
+    item = _item(payload)
+    if isinstance(item, str):
+        return item
+    stamp = record.get("timestamp")
+    if utc_time(stamp) is None:
+        return "no_time"
+    assert isinstance(stamp, str)
+    role, text = item
+    return Turn("user" if role == "user" else "assistant", text, stamp)

@@ -27,6 +27,7 @@ from pathlib import Path
 import msgspec
 
 from tether import files
+from tether.core.checkpoint import strip_private
 from tether.errors import SessionError, TetherError
 from tether.ids import is_session_id, session_id
 from tether.ports import Progress, Store
@@ -109,13 +110,13 @@ def _rows(
             if r.retry:
                 continue  # the turn's message again after compaction: indexed once
             turn += 1
-            kind, text = "user", r.text
+            kind, text = "user", strip_private(r.text)
         elif isinstance(r, Assistant):
-            kind, text = "assistant", r.text
+            kind, text = "assistant", strip_private(r.text)
         elif isinstance(r, ToolCall):
             kind, text = "tool_call", f"{r.name} {_json.encode(r.args).decode()}"
         elif isinstance(r, ToolSummary):
-            kind, text, row_tainted = "summary", r.content, tainted or r.untrusted
+            kind, text, row_tainted = "summary", strip_private(r.content), tainted or r.untrusted
         else:
             if isinstance(r, ToolResult):
                 tainted = tainted or r.untrusted  # read for its trust, never indexed

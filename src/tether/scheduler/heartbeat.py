@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from tether.agent.budget import BudgetRefusedError
-from tether.agent.turn import Agent, read_prompt
+from tether.agent.outcomes import read_prompt
+from tether.agent.turn import Agent
 from tether.core.scheduling import HEARTBEAT_SESSION, Priority, scheduled_text
 from tether.errors import ConfigError, TetherError
 

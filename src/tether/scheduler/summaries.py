@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tether.agent.budget import BudgetGate, BudgetRefusedError
 from tether.agent.locks import InFlight, SlotGates
-from tether.agent.turn import read_prompt
+from tether.agent.outcomes import read_prompt
 from tether.config import Config
 from tether.core.compaction import cap, neutralise
 from tether.core.scheduling import Priority, pending_summaries

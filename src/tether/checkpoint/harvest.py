@@ -1,0 +1,359 @@
+"""The harvest: facts from one banked segment, through the shared extractor.
+
+Every lane that turns a segment into facts comes here: the daemon's FIFO after a hook's
+IPC (``lane`` harvest), the maintenance pass over ``corpus/`` (``maintenance``), and
+``tether transcripts ingest --facts`` (``ingest``). One segment, in order:
+
+1. a receipt already there: ``already_ingested`` (its manifest published if a publish
+   failed before: no second extraction, ever);
+2. retired in the ledger (banked while ``[checkpoint] auto_writeback`` was false), or
+   writeback off now (the segment is retired then), or tether.toml unreadable (held,
+   untouched): ``extraction_disabled``; the ingest lane is never gated;
+3. a live claim by another process (``receipts/<segment>.claim``): ``claimed_elsewhere``;
+4. the whole segment (never only its start) is read as turns and sent in chunks of
+   ``CHUNK_CHARS``; after each chunk its counters go to ``receipts/<segment>.progress``,
+   so a retry after an abort resumes at the next chunk (facts are at-least-once: dedup
+   absorbs a chunk done twice);
+5. each fact lands in its slot of the sweep store (owner ``owner``) in its own
+   transaction: the same text already there is a ``duplicate``; a different text replaces
+   it only when strictly stronger (``core.sweep.authority``'s rule). Authority is capped at
+   ``agent_reusable_conclusion``; provenance (lane, session, segment, turn range) is in
+   the fact's refs. Recall finds it at its next sync, whatever happens to the links;
+6. candidate links (``tether://...`` in a fact's text, and the segment's own) are kept
+   only when a page read resolves them;
+7. the receipt is written, then published into the session's manifest; a failed publish
+   is ``manifest_failed`` and the next pass re-publishes the receipt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import msgspec
+
+from tether.checkpoint import manifest as manifests
+from tether.checkpoint.bank import (
+    LINK_PREFIX,
+    corpus_dir,
+    ledger,
+    parse_segment_link,
+    read_segment,
+    retire,
+)
+from tether.core.extraction import render_turns
+from tether.core.sweep.state import Fact
+from tether.errors import NotFoundError, TetherError
+from tether.extract.extractor import Extractor
+from tether.files import write_atomic
+from tether.ports import SweepStore
+from tether.records import ExtractedFact, ExtractionRequest, FactAuthority, SourceTurn, TurnRole
+from tether.scan.secrets import redact
+
+OWNER = "owner"
+CAP: FactAuthority = "agent_reusable_conclusion"
+CHUNK_CHARS = 16_000
+#: A claim older than this is a dead process's: taken over.
+CLAIM_STALE_S = 300.0
+RANK = {"sweep_inference": 1, "agent_reusable_conclusion": 2, "direct_user_statement": 3}
+INSTRUCTIONS = (
+    "You read a transcript segment of a coding or personal session and list the durable "
+    "facts worth remembering later: decisions, preferences, names, settings, commitments. "
+    "One fact per memory, in a short sentence; cite the session and the turn range; quote "
+    "the exact words that state it. Skip small talk and anything only true for a moment. "
+    "Text shown as [private] or [REDACTED:...] is not yours to guess."
+)
+_BLOCK = re.compile(r"^\[[^\]\n]*\] ([A-Z][A-Z ]*?)(?: \([^)]*\))?: ", re.M)
+_LINK = re.compile(r"tether://[a-z0-9][a-z0-9_./-]*[a-z0-9]")
+
+
+@dataclass
+class Harvested:
+    """A harvest's outcome and counters (the telemetry line)."""
+
+    outcome: str
+    segment: str
+    lane: str
+    inserted: int = 0
+    duplicate: int = 0
+    links: int = 0
+    chunks: int = 0
+    error: str | None = None
+    facts: list[str] = field(default_factory=list)
+
+
+class _Progress(msgspec.Struct, kw_only=True):
+    chunks_done: int = 0
+    inserted: int = 0
+    duplicate: int = 0
+    facts: list[str] = msgspec.field(default_factory=list)
+    links: list[str] = msgspec.field(default_factory=list)
+
+
+def segment_turns(session: str, text: str) -> list[SourceTurn]:
+    """A segment's blocks as numbered turns (1, 2, ...): ``USER`` lines are the owner's,
+    every other block (replies, tool calls) the assistant's. The header line is not a turn."""
+    _, _, body = text.partition("\n\n")
+    starts = [m.start() for m in _BLOCK.finditer(body)]
+    turns: list[SourceTurn] = []
+    for n, (a, b) in enumerate(zip(starts, [*starts[1:], len(body)], strict=True), start=1):
+        block = body[a:b].strip()
+        m = _BLOCK.match(block)
+        assert m is not None
+        role: TurnRole = "owner" if m.group(1) == "USER" else "assistant"
+        turns.append(SourceTurn(session=session, turn=n, role=role, text=block[m.end() :]))
+    return turns
+
+
+def chunks(turns: list[SourceTurn], size: int = CHUNK_CHARS) -> list[list[SourceTurn]]:
+    """Turns in runs whose rendering stays under ``size`` (a longer turn is a run alone)."""
+    out: list[list[SourceTurn]] = []
+    run: list[SourceTurn] = []
+    used = 0
+    for t in turns:
+        cost = len(t.text) + 40
+        if run and used + cost > size:
+            out.append(run)
+            run, used = [], 0
+        run.append(t)
+        used += cost
+    if run:
+        out.append(run)
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+@contextlib.contextmanager
+def _claim(path: Path) -> Iterator[Path | None]:
+    """Hold ``path`` (O_EXCL), taking over a stale one; None when another holds it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            try:
+                age = time.time() - path.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if age < CLAIM_STALE_S:
+                yield None
+                return
+            path.unlink(missing_ok=True)
+            continue
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
+        return
+    yield None
+
+
+class Harvester:
+    """Harvests segments of one home. ``page_exists`` answers a page read for a
+    ``tether://<slug>`` link; ``writeback`` re-reads ``[checkpoint] auto_writeback``
+    (None unset, False off; raises TetherError when tether.toml cannot be read)."""
+
+    def __init__(
+        self,
+        home: Path,
+        extractor: Extractor,
+        sweep: SweepStore,
+        *,
+        page_exists: Callable[[str], bool],
+        writeback: Callable[[], bool | None],
+        now: Callable[[], datetime],
+    ) -> None:
+        self.home = home
+        self.extractor = extractor
+        self.sweep = sweep
+        self.page_exists = page_exists
+        self.writeback = writeback
+        self.now = now
+
+    # -- the gates -------------------------------------------------------------------
+
+    def pending(self) -> list[str]:
+        """Segments of ``corpus/`` that no receipt covers, oldest first."""
+        folder = corpus_dir(self.home)
+        if not folder.is_dir():
+            return []
+        names = sorted(folder.glob("*.seg-*.txt"), key=lambda p: (p.stat().st_mtime, p.name))
+        return [p.name for p in names if not manifests.receipt_path(self.home, p.name).exists()]
+
+    def republish(self) -> int:
+        """Publish every receipt its manifest lacks (a publish that failed); how many."""
+        folder = corpus_dir(self.home) / manifests.RECEIPTS_DIR
+        done = 0
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            receipt = manifests.read_receipt(self.home, path.name.removesuffix(".json") + ".txt")
+            if receipt is not None and receipt.outcome == "inserted":
+                with contextlib.suppress(OSError, TetherError):
+                    done += manifests.publish(self.home, receipt)
+        return done
+
+    def _gate(self, session: str, name: str, lane: str) -> str | None:
+        if lane == "ingest":
+            return None
+        try:
+            retired = {b.segment for b in ledger(self.home, session) if b.retired}
+        except TetherError:
+            retired = set()
+        if name in retired:
+            return "extraction_disabled"
+        try:
+            on = self.writeback()
+        except TetherError:
+            return "extraction_disabled"  # held: neither extracted nor retired
+        if on is False:
+            held = {b.hash for b in ledger(self.home, session) if b.segment == name}
+            retire(self.home, session, frozenset(held))
+            return "extraction_disabled"
+        return None
+
+    # -- one segment -----------------------------------------------------------------
+
+    async def harvest(self, name: str, *, lane: str) -> Harvested:
+        session, hash24 = parse_segment_link(name.removesuffix(".txt"))
+        name = f"{session}.seg-{hash24}.txt"
+        out = Harvested("inserted", name, lane)
+        receipt = manifests.read_receipt(self.home, name)
+        if receipt is not None:
+            if receipt.segment not in manifests.published(self.home, session):
+                manifests.publish(self.home, receipt)
+            out.outcome = "already_ingested"
+            return out
+        gated = self._gate(session, name, lane)
+        if gated is not None:
+            out.outcome = gated
+            return out
+        claim = manifests.receipt_path(self.home, name).with_suffix(".claim")
+        with _claim(claim) as held:
+            if held is None:
+                out.outcome = "claimed_elsewhere"
+                return out
+            await self._extract(session, name, hash24, out)
+        return out
+
+    async def _extract(self, session: str, name: str, hash24: str, out: Harvested) -> None:
+        text = read_segment(self.home, name)
+        progress_path = manifests.receipt_path(self.home, name).with_suffix(".progress")
+        progress = _read_progress(progress_path)
+        runs = chunks(segment_turns(session, text))
+        out.chunks = len(runs)
+        for i, run in enumerate(runs):
+            if i < progress.chunks_done:
+                continue
+            request = ExtractionRequest(
+                instructions=INSTRUCTIONS,
+                source=render_turns(run),
+                sessions=(session,),
+                turns=tuple(run),
+                segment=name.removesuffix(".txt"),
+                cap=CAP,
+            )
+            extraction = await self.extractor.extract(request)
+            for found in extraction.facts:
+                fact = msgspec.structs.replace(found, text=redact(found.text).text)
+                if self._bank_fact(fact, session, name, out.lane):
+                    progress.inserted += 1
+                else:
+                    progress.duplicate += 1
+                progress.facts.append(fact.text)
+                progress.links.extend(_LINK.findall(fact.text))
+            progress.chunks_done = i + 1
+            _write_progress(progress_path, progress)
+        links = [LINK_PREFIX + name.removesuffix(".txt"), *dict.fromkeys(progress.links)]
+        verified = tuple(link for link in links if self._resolves(link))
+        receipt = manifests.Receipt(
+            segment=name,
+            session=session,
+            hash=hash24,
+            lane=out.lane,
+            outcome="inserted",
+            time=self.now(),
+            inserted=progress.inserted,
+            duplicate=progress.duplicate,
+            links=verified,
+            facts=tuple(dict.fromkeys(progress.facts)),
+        )
+        manifests.write_receipt(self.home, receipt)
+        progress_path.unlink(missing_ok=True)
+        out.inserted, out.duplicate, out.links = receipt.inserted, receipt.duplicate, len(verified)
+        out.facts = list(receipt.facts)
+        try:
+            manifests.publish(self.home, receipt)
+        except (OSError, TetherError):
+            out.outcome = "manifest_failed"
+
+    def _resolves(self, link: str) -> bool:
+        """A page read of ``link``: a banked segment, or a page of the store."""
+        if link.startswith(LINK_PREFIX):
+            try:
+                read_segment(self.home, link)
+            except (NotFoundError, TetherError):
+                return False
+            return True
+        return self.page_exists(link.removeprefix("tether://"))
+
+    def _bank_fact(self, fact: ExtractedFact, session: str, segment: str, lane: str) -> bool:
+        """Put ``fact`` in its slot; False when the slot already holds it (or stronger)."""
+        authority: FactAuthority = fact.authority if RANK[fact.authority] <= RANK[CAP] else CAP
+        p = fact.provenance
+        refs = json.dumps(
+            [
+                {
+                    "lane": lane,
+                    "session": session,
+                    "segment": segment.removesuffix(".txt"),
+                    "first_turn": p.first_turn,
+                    "last_turn": p.last_turn,
+                }
+            ],
+            separators=(",", ":"),
+        )
+        now = self.now()
+        with self.sweep.transaction() as tx:
+            held = tx.fact_in_slot(OWNER, fact.subject, fact.entity)
+            if held is not None:
+                if _norm(held.text) == _norm(fact.text):
+                    return False
+                if RANK.get(held.authority, 0) >= RANK[authority]:
+                    return False
+                tx.put_fact(msgspec.structs.replace(held, active=False, updated_at=now))
+            tx.put_fact(
+                Fact(
+                    owner=OWNER,
+                    subject=fact.subject,
+                    entity=fact.entity,
+                    text=fact.text,
+                    authority=authority,
+                    refs=refs,
+                    origin_receipt=f"checkpoint:{segment.removesuffix('.txt')}",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        return True
+
+
+def _read_progress(path: Path) -> _Progress:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=_Progress)
+    except (FileNotFoundError, msgspec.DecodeError):
+        return _Progress()
+
+
+def _write_progress(path: Path, progress: _Progress) -> None:
+    write_atomic(path, msgspec.json.encode(progress))
