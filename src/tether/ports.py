@@ -31,6 +31,7 @@ from tether.records import (
     BudgetReason,
     Completion,
     CompletionRequest,
+    EpochSummary,
     Found,
     Hit,
     IndexCursor,
@@ -40,6 +41,9 @@ from tether.records import (
     Page,
     RecallStat,
     SearchQuery,
+    SessionDigest,
+    SessionMeta,
+    SessionState,
     SpendRow,
     SpentToday,
     TextCell,
@@ -194,6 +198,38 @@ class Store(Protocol):
     def record_recalls(self, refs: Sequence[str], time: datetime) -> None: ...
 
     def recall_stats(self) -> dict[str, RecallStat]: ...
+
+    # -- what the sweep reads of a day (so a sweep worker needs only the store) ----------
+    def session_meta(self, session: str) -> SessionMeta | None: ...
+
+    def sessions_meta(self) -> dict[str, SessionMeta]:
+        """Every session the store knows of, by id."""
+
+    def put_session_meta(self, meta: SessionMeta) -> None:
+        """Insert or replace a session's metadata (owner, discard, folder...)."""
+
+    def track_sessions(self, states: Sequence[SessionState]) -> None:
+        """What an indexing pass learnt: new sessions (the runtime's onboarding mark on
+        an owner's first few that are not imports), open turns."""
+
+    def day_rows(self, start: datetime, end: datetime) -> list[LogRow]:
+        """Owner and assistant log rows in ``[start, end)``, by session and turn."""
+
+    def session_turns(self, session: str, first: int, last: int) -> list[LogRow]:
+        """Owner and assistant log rows of turns ``first..last`` of one session."""
+
+    def put_epoch_summaries(self, summaries: Sequence[EpochSummary]) -> None:
+        """Insert or replace compaction summaries by (session, epoch)."""
+
+    def epoch_summaries(self, start: datetime, end: datetime) -> list[EpochSummary]:
+        """Every epoch summary written in ``[start, end)``."""
+
+    def session_digest(
+        self, session: str, window_id: str, content_hash: str
+    ) -> SessionDigest | None: ...
+
+    def put_session_digest(self, digest: SessionDigest) -> None:
+        """Store a session-day digest; one already stored under its key is kept."""
 
 
 # -- the daily memory sweep ------------------------------------------------------------
