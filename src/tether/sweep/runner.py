@@ -251,7 +251,7 @@ class Runner:
                 if isinstance(c, FactCandidate):
                     f = tx.fact_in_slot(owner, c.subject, c.entity)
                     if f is not None:
-                        slots[(c.subject, c.entity)] = Occupant(f.authority, f.text)
+                        slots[(c.subject, c.entity)] = apply.occupant_of(tx, f)
                 else:
                     t = tx.trigger(owner, c.trigger_id)
                     if t is not None:
@@ -260,7 +260,7 @@ class Runner:
                         )
         # Planned over what apply will write (a stage kept in clear is redacted there).
         planned = tuple(packets.redact_candidate(c, self.allow)[0] for c in packet.candidates)
-        if not within_write_bound(plan_day(planned, slots, triggers)):
+        if not within_write_bound(plan_day(planned, slots, triggers, packet.local_date)):
             raise PacketError("too_many_writes")
 
     def _apply_packet(
