@@ -6,10 +6,11 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import anyio.from_thread
@@ -206,7 +207,7 @@ class FixedClock:
 
 def sweep_call(
     llm: Llm,
-    run: Callable[[Callable[[], Awaitable[Completion]]], Completion],
+    run: Callable[[Callable[[], Coroutine[Any, Any, Completion]]], Completion],
     budget: BudgetGate | None,
     default_max_tokens: int,
 ) -> Call:

@@ -20,6 +20,7 @@ import uvicorn
 from tether.config import Config
 from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
 from tether.daemon.compose import build_runtime, build_scheduler
+from tether.daemon.sweep_loop import SweepLoop
 from tether.errors import BadInputError, TetherError
 from tether.ports import Clock
 from tether.scheduler import load_jobs
@@ -92,9 +93,12 @@ async def serve(home: Path, config: Config, *, clock: Clock | None = None) -> No
         config.llm.backend,
         os.getpid(),
     )
+    sweep = SweepLoop(runtime)
     try:
         scheduler.start()
+        sweep.start()  # closed by default: then it never starts
         await server.serve()
+        await sweep.stop()
         # Scheduled turns and summaries get the same grace as turns from the socket.
         await scheduler.stop(grace_s=30)
         # Let compactions started after the last turns finish (they hold no socket).

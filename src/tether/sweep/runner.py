@@ -116,6 +116,7 @@ class Runner:
         self.lease = lease
         self.allow = allow  # reviewed secret fingerprints (``.tether-scan-allow``)
         self.telemetry = telemetry  # told what every run did (``sweep.telemetry``)
+        self._settle = timedelta(0)
 
     @property
     def open(self) -> bool:
@@ -123,8 +124,16 @@ class Runner:
         return self.config.enabled and not self.config.kill_switch
 
     def run(
-        self, now: datetime, owners: Sequence[str] | None = None, dates: Sequence[date] = ()
+        self,
+        now: datetime,
+        owners: Sequence[str] | None = None,
+        dates: Sequence[date] = (),
+        *,
+        settle: timedelta = timedelta(0),
     ) -> RunReport:
+        """Sweep the owners' completed days; ``settle``: a day is taken only this long
+        after it ended (``tether serve`` passes ``[sweep] settle_s``)."""
+        self._settle = settle
         report = self._run(now, owners, dates)
         if self.telemetry is not None:
             self.telemetry(now, report)
@@ -167,7 +176,7 @@ class Runner:
             result.status, result.reason = "blocked", "timezone_changed_requires_reconciliation"
             return result
         due = owner.first_date if current is None else current.local_date + timedelta(days=1)
-        plan = plan_dates(owner.timezone_name, now, due, dates)
+        plan = plan_dates(owner.timezone_name, now - self._settle, due, dates)
         result.refused_dates = [(d.isoformat(), why) for d, why in plan.refused]
         for day in plan.dates:
             outcome, current = self._run_day(owner, current, day, now)
