@@ -95,6 +95,8 @@ async def test_a_day_that_ends_while_the_daemon_runs_is_swept_after_settle(
     assert all(r.slot == rt.config.slots.background for r in fake.requests)
     assert facts(rt.home) == ["Book club on Tuesdays"]
     assert cursor(rt.home) == D
+    # Tomorrow's first epoch knows today's decision: the fact is in its memory block.
+    assert "- Book club on Tuesdays\n" in rt.agent.new_baseline("next").memory
 
 
 async def test_days_that_ended_while_it_was_down_are_caught_up_three_at_most(

@@ -20,11 +20,13 @@ from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
 from tether.agent.budget import BudgetGate
 from tether.agent.turn import Agent
 from tether.config import Config
+from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
 from tether.errors import BadInputError, TetherError
 from tether.extract.extractor import Extractor
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
+from tether.memory.facts import block_facts
 from tether.ports import Clock, Llm, Producer, Store, SweepStore
 from tether.records import Completion, CompletionRequest
 from tether.scan.allow import home_allow
@@ -88,6 +90,15 @@ def home_zone(sweep: SweepStore | None) -> str:
     return machine_zone()
 
 
+def home_facts(sweep: SweepStore, home: Path) -> list[BlockFact]:
+    """The home owner's active sweep facts for the memory block (none on any error: a
+    baseline never fails on the sweep)."""
+    try:
+        return block_facts(sweep, sweep_owners.DEFAULT_OWNER, allow=home_allow(home))
+    except TetherError:
+        return []
+
+
 def build_budget(
     home: Path, config: Config, store: Store, clock: Clock, sweep: SweepStore | None
 ) -> BudgetGate:
@@ -144,6 +155,7 @@ def build_runtime(
         tools=tools,
         clock=clock,
         budget=build_budget(home, config, store, clock, sweep),
+        facts=lambda: home_facts(sweep, home),
     )
     return Runtime(
         home=home, config=config, store=store, sweep=sweep, llm=model, http=http, agent=agent
