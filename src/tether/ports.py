@@ -202,8 +202,8 @@ class Store(Protocol):
     # -- what the sweep reads of a day (so a sweep worker needs only the store) ----------
     def session_meta(self, session: str) -> SessionMeta | None: ...
 
-    def sessions_meta(self) -> dict[str, SessionMeta]:
-        """Every session the store knows of, by id."""
+    def sessions_meta(self, sessions: Sequence[str] | None = None) -> dict[str, SessionMeta]:
+        """The sessions the store knows of (those of ``sessions`` when given), by id."""
 
     def put_session_meta(self, meta: SessionMeta) -> None:
         """Insert or replace a session's metadata (owner, discard, folder...)."""
@@ -212,8 +212,11 @@ class Store(Protocol):
         """What an indexing pass learnt: new sessions (the runtime's onboarding mark on
         an owner's first few that are not imports), open turns."""
 
-    def day_rows(self, start: datetime, end: datetime) -> list[LogRow]:
-        """Owner and assistant log rows in ``[start, end)``, by session and turn."""
+    def day_rows(
+        self, start: datetime, end: datetime, *, owner: str, home: bool = False
+    ) -> list[LogRow]:
+        """Owner and assistant log rows in ``[start, end)`` of ``owner``'s sessions
+        (``home``: and of every session with no owner), by session and turn."""
 
     def session_turns(self, session: str, first: int, last: int) -> list[LogRow]:
         """Owner and assistant log rows of turns ``first..last`` of one session."""
@@ -221,8 +224,10 @@ class Store(Protocol):
     def put_epoch_summaries(self, summaries: Sequence[EpochSummary]) -> None:
         """Insert or replace compaction summaries by (session, epoch)."""
 
-    def epoch_summaries(self, start: datetime, end: datetime) -> list[EpochSummary]:
-        """Every epoch summary written in ``[start, end)``."""
+    def epoch_summaries(
+        self, start: datetime, end: datetime, *, sessions: Sequence[str] | None = None
+    ) -> list[EpochSummary]:
+        """Epoch summaries written in ``[start, end)`` (of ``sessions`` when given)."""
 
     def session_digest(
         self, session: str, window_id: str, content_hash: str

@@ -194,7 +194,7 @@ MIGRATIONS: tuple[str, ...] = (
     # open turn, the epoch summaries compactions wrote, and the session-day digests.
     """
     CREATE INDEX doc_log_time ON doc (time) WHERE kind = 'turn';
-    CREATE INDEX doc_log_turn ON doc (session, turn) WHERE kind = 'turn';
+    CREATE INDEX doc_log_turn ON doc (session, turn, time) WHERE kind = 'turn';
     CREATE TABLE session_meta (
         session TEXT PRIMARY KEY,
         owner TEXT,
@@ -206,6 +206,7 @@ MIGRATIONS: tuple[str, ...] = (
         first_seen TEXT,
         imported INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;
+    CREATE INDEX session_meta_owner ON session_meta (owner) WHERE owner IS NOT NULL;
     CREATE TABLE epoch_summary (
         session TEXT NOT NULL,
         epoch INTEGER NOT NULL,

@@ -60,6 +60,10 @@ def _meta(row: Sequence[Any]) -> SessionMeta:
     )
 
 
+def _chunks(items: Sequence[str], size: int = 500) -> list[tuple[str, ...]]:
+    return [tuple(items[i : i + size]) for i in range(0, len(items), size)]
+
+
 def _log_row(row: Sequence[Any]) -> LogRow:
     return LogRow(
         session=row[0],
@@ -90,9 +94,17 @@ class SqliteDays:
             ).fetchone()
         return None if row is None else _meta(row)
 
-    def sessions_meta(self) -> dict[str, SessionMeta]:
+    def sessions_meta(self, sessions: Sequence[str] | None = None) -> dict[str, SessionMeta]:
         with self._read("reading session metadata") as c:
-            rows = c.execute(f"SELECT {_META} FROM session_meta").fetchall()
+            if sessions is None:
+                rows = c.execute(f"SELECT {_META} FROM session_meta").fetchall()
+            else:
+                rows = []
+                for part in _chunks(sessions):
+                    marks = ", ".join("?" * len(part))
+                    rows += c.execute(
+                        f"SELECT {_META} FROM session_meta WHERE session IN ({marks})", part
+                    ).fetchall()
         return {r[0]: _meta(r) for r in rows}
 
     def put_session_meta(self, meta: SessionMeta) -> None:
@@ -147,15 +159,29 @@ class SqliteDays:
 
     # -- a day's rows -----------------------------------------------------------------------
 
-    def day_rows(self, start: datetime, end: datetime) -> list[LogRow]:
-        """Owner and assistant rows of every session in ``[start, end)``, by session, turn."""
+    def day_rows(
+        self, start: datetime, end: datetime, *, owner: str, home: bool = False
+    ) -> list[LogRow]:
+        """Owner and assistant rows in ``[start, end)`` of ``owner``'s sessions (with
+        ``home``, also every session with no owner: the home owner's), by session, turn."""
         with self._read("reading a day's rows") as c:
-            rows = c.execute(
-                "SELECT session, epoch, turn, field, text, tainted, time FROM doc"
-                f" WHERE kind = 'turn' AND field IN {_DAY_FIELDS} AND time >= ? AND time < ?"
-                " ORDER BY session, turn, id",
-                (_micros(start), _micros(end)),
-            ).fetchall()
+            if home:
+                rows = c.execute(
+                    "SELECT d.session, d.epoch, d.turn, d.field, d.text, d.tainted, d.time"
+                    " FROM doc d LEFT JOIN session_meta m ON m.session = d.session"
+                    f" WHERE d.kind = 'turn' AND d.field IN {_DAY_FIELDS}"
+                    " AND d.time >= ? AND d.time < ? AND coalesce(m.owner, ?) = ?"
+                    " ORDER BY d.session, d.turn, d.id",
+                    (_micros(start), _micros(end), owner, owner),
+                ).fetchall()
+            else:
+                rows = c.execute(
+                    "SELECT d.session, d.epoch, d.turn, d.field, d.text, d.tainted, d.time"
+                    " FROM session_meta m JOIN doc d ON d.session = m.session"
+                    f" AND d.kind = 'turn' WHERE m.owner = ? AND d.field IN {_DAY_FIELDS}"
+                    " AND d.time >= ? AND d.time < ? ORDER BY d.session, d.turn, d.id",
+                    (owner, _micros(start), _micros(end)),
+                ).fetchall()
         return [_log_row(r) for r in rows]
 
     def session_turns(self, session: str, first: int, last: int) -> list[LogRow]:
@@ -181,14 +207,29 @@ class SqliteDays:
                 ((s.session, s.epoch, _micros(s.time), s.text) for s in summaries),
             )
 
-    def epoch_summaries(self, start: datetime, end: datetime) -> list[EpochSummary]:
-        """Every epoch summary written in ``[start, end)``, by session and epoch."""
+    def epoch_summaries(
+        self, start: datetime, end: datetime, *, sessions: Sequence[str] | None = None
+    ) -> list[EpochSummary]:
+        """Epoch summaries written in ``[start, end)`` (of ``sessions`` only, when
+        given), by session and epoch."""
+        window = (_micros(start), _micros(end))
         with self._read("reading epoch summaries") as c:
-            rows = c.execute(
-                "SELECT session, epoch, time, text FROM epoch_summary"
-                " WHERE time >= ? AND time < ? ORDER BY session, epoch",
-                (_micros(start), _micros(end)),
-            ).fetchall()
+            if sessions is None:
+                rows = c.execute(
+                    "SELECT session, epoch, time, text FROM epoch_summary"
+                    " WHERE time >= ? AND time < ? ORDER BY session, epoch",
+                    window,
+                ).fetchall()
+            else:
+                rows = []
+                for part in _chunks(sessions):
+                    marks = ", ".join("?" * len(part))
+                    rows += c.execute(
+                        "SELECT session, epoch, time, text FROM epoch_summary"
+                        f" WHERE session IN ({marks}) AND time >= ? AND time < ?",
+                        (*part, *window),
+                    ).fetchall()
+                rows.sort(key=lambda r: (r[0], r[1]))
         return [
             EpochSummary(session=r[0], epoch=r[1], time=EPOCH + r[2] * MICRO, text=r[3])
             for r in rows

@@ -93,16 +93,19 @@ def _owner_of(meta: SessionMeta | None) -> str:
 
 
 def read_day(store: Store, owner: str, window: Window) -> Day:
-    metas = store.sessions_meta()
+    """The owner's sessions with rows in the window (a session whose only trace in the
+    window is an epoch summary is not one: compaction follows a turn)."""
     rows: dict[str, list[LogRow]] = defaultdict(list)
-    for r in store.day_rows(window.start_utc, window.end_utc):
+    home = owner == DEFAULT_OWNER
+    for r in store.day_rows(window.start_utc, window.end_utc, owner=owner, home=home):
         rows[r.session].append(r)
+    metas = store.sessions_meta(list(rows))
     summaries: dict[str, list[EpochSummary]] = defaultdict(list)
-    for s in store.epoch_summaries(window.start_utc, window.end_utc):
+    for s in store.epoch_summaries(window.start_utc, window.end_utc, sessions=list(rows)):
         summaries[s.session].append(s)
     excluded: Counter[str] = Counter()
     out: list[DayRow] = []
-    for sid in sorted(set(rows) | set(summaries)):
+    for sid in sorted(rows):
         meta = metas.get(sid)
         if _owner_of(meta) != owner:
             continue
