@@ -314,3 +314,45 @@ def test_crash_between_stage_and_apply_then_a_retry_sends_nothing(
     assert third.returncode == 0, third.stderr
     assert facts(home) == [("book-club", CLUB["text"], "direct_user_statement")]
     assert len(fake.requests) == 2
+
+
+def test_sessions_belong_to_owners_import_lines_may_say_whose(
+    home: Path, fake: FakeLlama, tmp_path: Path
+) -> None:
+    configure(home, fake)
+    lines = [
+        {"session": "bobs", "role": "user", "text": "Bob's plan.", "time": "2026-11-01T10:00:00Z",
+         "owner": "bob"},
+        {"session": "bobs", "role": "assistant", "text": "Ok.", "time": "2026-11-01T10:00:05Z"},
+        {"session": "mine", "role": "user", "text": "My plan.", "time": "2026-11-01T11:00:00Z"},
+    ]  # fmt: skip
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tether(home, "sessions", "import", str(src))
+    assert out.returncode == 0, out.stderr
+    shown = tether(home, "session", "show", "bobs", "--json")
+    assert json.loads(shown.stdout)["owner"] == "bob"
+    assert json.loads(tether(home, "session", "show", "mine", "--json").stdout)["owner"] == "owner"
+    assert "owner     bob" in tether(home, "session", "show", "bobs").stdout
+    fake.script(excerpts())
+    fake.script(page())
+    assert day_status(home) == ("complete", None)
+    spine_text = fake.requests[0].messages[1]["content"]
+    assert "My plan." in spine_text
+    assert "Bob's plan." not in spine_text
+
+
+def test_session_discard_undo_and_folder_from_the_command_line(home: Path) -> None:
+    chat(home, "club", "We moved the book club to Tuesdays.")
+    assert tether(home, "session", "discard", "club").returncode == 0
+    assert json.loads(tether(home, "session", "show", "club", "--json").stdout)["discarded"]
+    assert tether(home, "session", "discard", "club", "--undo").returncode == 0
+    doc = json.loads(tether(home, "session", "show", "club", "--json").stdout)
+    assert doc["discarded"] is False
+    assert tether(home, "session", "folder", "club", "Hobbies").returncode == 0
+    doc = json.loads(tether(home, "session", "show", "club", "--json").stdout)
+    assert (doc["folder"], doc["folder_by"]) == ("Hobbies", "owner")
+    bad = tether(home, "session", "folder", "club", "a/b")
+    assert bad.returncode == 2
+    assert "folder 'a/b'" in bad.stderr
+    assert tether(home, "session", "discard", "ghost").returncode == 2

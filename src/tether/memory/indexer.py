@@ -68,6 +68,7 @@ class _Seen:
     open_since: datetime | None = None
     open_known: bool = False
     imported: bool = False
+    history: bool = False  # the epoch being read was written by an import
     summaries: list[EpochSummary] = field(default_factory=list)
 
     def state(self, sid: str) -> SessionState | None:
@@ -84,8 +85,11 @@ class _Seen:
     def see(self, r: LogRecord) -> None:
         if self.first_time is None:
             self.first_time = r.time
-        if isinstance(r, SessionStart) and r.epoch == 0:
-            self.imported = r.imported
+        if isinstance(r, SessionStart):
+            self.imported = self.imported or (r.epoch == 0 and r.imported)
+            self.history = r.imported
+        if self.history:
+            return  # an imported epoch is history: its last owner line opens no turn
         # A turn is open from its message until a reply without tool calls, an error or
         # the epoch's end; a tool call opens it again (the loop goes on).
         opens = isinstance(r, User) and not r.retry
