@@ -177,7 +177,7 @@ class ModelProducer:
 
     def _from_stage(self, staged: stage.StageFile) -> DailySweepInput | Incomplete:
         if staged.state == "invoked":
-            return Incomplete("stage_missing")  # died mid-invocation: never called again
+            return Incomplete("stage_missing")  # died mid-invocation (runbook sweep-day-incomplete)
         if staged.state == "failed" or staged.packet is None:
             return Incomplete(staged.reason or "stage_missing")
         self._file(staged.folders)
