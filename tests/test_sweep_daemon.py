@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tether.config import load_config
@@ -52,6 +53,10 @@ def chat(rt: Runtime, sid: str, day: date, text: str) -> None:
     s = Session.create(rt.home, sid, baseline=Baseline(system="s", memory="m"), slot=0, time=t)
     s.append(User(time=t, text=text), Assistant(time=t + timedelta(seconds=3), text="Noted."))
     index_home(rt.home, rt.store)
+    # These tests are about the daily channel: the runtime's onboarding marks come off.
+    meta = rt.store.session_meta(sid)
+    assert meta is not None
+    rt.store.put_session_meta(msgspec.structs.replace(meta, onboarding=False))
 
 
 def script_day(fake: FakeLlama, sid: str, entity: str, text: str) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from daemon_helpers import tether
@@ -54,9 +55,15 @@ def chat(home: Path, sid: str, *said: str, start: datetime = T0, answer_last: bo
             s.append(Assistant(time=t + timedelta(seconds=5), text=f"Noted: {text}"))
 
 
-def index(home: Path) -> None:
+def index(home: Path, *, onboarding: bool = False) -> None:
+    """Index the home. The runtime marks the owner's first sessions for the onboarding
+    channel; these tests are about the daily channel, so the marks are taken off
+    unless ``onboarding``."""
     with SqliteStore(home / "tether.db") as store:
         index_home(home, store)
+        if not onboarding:
+            for meta in store.sessions_meta().values():
+                store.put_session_meta(msgspec.structs.replace(meta, onboarding=False))
 
 
 def page(*memories: dict[str, Any], folders: list[dict[str, str]] | None = None) -> Reply:
@@ -356,3 +363,39 @@ def test_session_discard_undo_and_folder_from_the_command_line(home: Path) -> No
     assert bad.returncode == 2
     assert "folder 'a/b'" in bad.stderr
     assert tether(home, "session", "discard", "ghost").returncode == 2
+
+
+def test_the_onboarding_channel_has_its_own_page_and_cursor(home: Path, fake: FakeLlama) -> None:
+    configure(home, fake)
+    for i, said in enumerate(["I am Ada, I write compilers.", "I like green tea.", "Hi.", "Yo."]):
+        chat(home, f"first-{i}", said, start=T0 + timedelta(minutes=10 * i))
+    index(home, onboarding=True)
+    with SqliteStore(home / "tether.db") as store:
+        marked = sorted(m.session for m in store.sessions_meta().values() if m.onboarding)
+    assert marked == ["first-0", "first-1", "first-2"]  # the runtime marks the first three
+    # The daily channel is stuck on a malformed stage; onboarding goes on regardless.
+    path = stage.path_of(home, "owner", DAY)
+    path.parent.mkdir(parents=True)
+    path.write_text("{broken")
+    ada = {**CLUB, "text": "Ada writes compilers", "entity": "work", "sessions": ["first-0"]}
+    ada["quote"] = "I write compilers"
+    fake.script(page(ada))
+    fake.script(page())
+    report = run_sweep(home, load_config(home), NOW)
+    (o,) = report.owners
+    assert [(c.session, c.status) for c in o.onboarding] == [
+        ("first-0", "complete"),
+        ("first-1", "complete"),
+    ]
+    assert [(d.status, d.reason) for d in o.days] == [("incomplete", "stage_malformed")]
+    assert facts(home) == [("work", "Ada writes compilers", "direct_user_statement")]
+    assert len(fake.requests) == 2
+    assert all(r.slot == BACKGROUND for r in fake.requests)
+    # Next run: the next page (first-2); the first two are done (their source receipts).
+    fake.script(page())
+    report = run_sweep(home, load_config(home), NOW + timedelta(hours=1))
+    assert [c.session for c in report.owners[0].onboarding] == ["first-2"]
+    report = run_sweep(home, load_config(home), NOW + timedelta(hours=2))
+    assert report.owners[0].onboarding == []
+    assert len(fake.requests) == 3
+    assert cursor_date(home) is None  # the daily cursor never moved for onboarding

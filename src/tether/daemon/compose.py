@@ -34,6 +34,7 @@ from tether.scheduler import Job, Scheduler
 from tether.stores import open_store, open_sweep_store
 from tether.sweep import owners as sweep_owners
 from tether.sweep.model import Call, ModelProducer
+from tether.sweep.onboarding import OnboardingProducer
 from tether.sweep.producer import StagingPacketReader
 from tether.sweep.runner import Runner, RunReport, members
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
@@ -183,7 +184,16 @@ def sweep_runner(
     store = open_sweep_store(home, config)
     try:
         producer: Producer = StagingPacketReader(home)
+        onboarding = None
         if main is not None and call is not None and llm is not None:
+            onboarding = OnboardingProducer(
+                home=home,
+                store=main,
+                call=call,
+                extractor=Extractor(llm, slot=config.slots.background),
+                config=config.sweep,
+                allow=allow,
+            )
             producer = ModelProducer(
                 home=home,
                 store=main,
@@ -202,6 +212,7 @@ def sweep_runner(
             claimant=claimant,
             allow=allow,
             telemetry=RunLog(home / TELEMETRY_FILE),
+            onboarding=onboarding,
         )
     finally:
         store.close()
