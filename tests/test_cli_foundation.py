@@ -107,6 +107,10 @@ def test_session_show_json_contract(tmp_path: Path) -> None:
         "untrusted": True,
         "carry": "greetings",
         "slot": 0,
+        "owner": "owner",
+        "discarded": False,
+        "folder": None,
+        "folder_by": None,
     }
     human = tether(home, "session", "show", "chat-1")
     assert "greetings" in human.stdout

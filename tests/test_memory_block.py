@@ -49,3 +49,27 @@ def test_empty_memory_block() -> None:
     block = build_block([], 3000)
     assert block.startswith(HEADER)
     assert "no identity entries" in block
+
+
+def test_sweep_facts_follow_identity_highest_authority_first_within_budget() -> None:
+    from tether.core import tokens
+    from tether.core.memory_block import FACTS_HEADER, BlockFact, Entry, build_block
+
+    entries = [Entry(id="m-1", text="Owner is Ada")]
+    facts = [
+        BlockFact("guess about tea", "sweep_inference"),
+        BlockFact("club on Tuesdays", "direct_user_statement"),
+        BlockFact("build uses make", "agent_reusable_conclusion"),
+    ]
+    block = build_block(entries, 400, facts)
+    learned = block.split(FACTS_HEADER, 1)[1]
+    assert learned.splitlines() == [
+        "- club on Tuesdays",
+        "- build uses make",
+        "- guess about tea",
+    ]
+    for budget in range(0, 400, 7):
+        small = build_block(entries, budget, facts)
+        assert tokens.count(small) <= budget
+        if FACTS_HEADER in small:
+            assert small.split(FACTS_HEADER, 1)[1].startswith("- club on Tuesdays")

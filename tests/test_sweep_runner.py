@@ -122,7 +122,7 @@ def test_no_duplicate_fact_across_days_and_only_stronger_amends(store: SqliteSwe
     days = [date(2026, 10, 31), D1, D2, D3]
     packets = {
         days[0]: day_packet(o, days[0], (fact("home", "agent_reusable_conclusion", "Lyon"),)),
-        days[1]: day_packet(o, days[1], (fact("home", "agent_reusable_conclusion", "Lyon!"),)),
+        days[1]: day_packet(o, days[1], (fact("home", "agent_reusable_conclusion", "Lyon"),)),
         days[2]: day_packet(o, days[2], (fact("home", "sweep_inference", "Nice"),)),
         days[3]: day_packet(o, days[3], (fact("home", "direct_user_statement", "Paris"),)),
     }
@@ -142,6 +142,31 @@ def test_no_duplicate_fact_across_days_and_only_stronger_amends(store: SqliteSwe
     assert [(j.action, j.before, j.after) for j in s["journal"]] == [
         ("fact_add", None, "Lyon"),
         ("fact_amend", "Lyon", "Paris"),
+    ]
+
+
+def test_equal_authority_from_a_later_window_replaces_the_occupant_journalled(
+    store: SqliteSweepStore,
+) -> None:
+    o = alice(store)
+    d0 = date(2026, 10, 31)
+    club = "direct_user_statement"
+    packets = {
+        d0: day_packet(o, d0, (fact("club", club, "Book club on Mondays"),)),
+        D1: day_packet(o, D1, (fact("club", club, "Book club on Tuesdays"),)),
+        D2: day_packet(o, D2, (fact("club", "agent_reusable_conclusion", "Book club on Fridays"),)),
+    }
+    runner(store, DictProducer(packets)).run(noon(D3))
+    s = snapshot(store, "alice")
+    assert [f.text for f in s["facts"]] == ["Book club on Tuesdays"]
+    assert [c.outcome for c in s["receipts"] if c.kind == "candidate"] == [
+        "added",
+        "amended_later_window",
+        "lower_authority",
+    ]
+    assert [(j.action, j.before, j.after) for j in s["journal"]] == [
+        ("fact_add", None, "Book club on Mondays"),
+        ("fact_amend", "Book club on Mondays", "Book club on Tuesdays"),
     ]
 
 

@@ -179,6 +179,19 @@ class SweepConfig(_Section, frozen=True):
     kill_switch: bool = False
     #: Owner ids in the rollout cohort; "*" is every owner. Anything else is out.
     cohort: tuple[str, ...] = ("*",)
+    # -- the model pass over a completed day (issue 18) ----------------------------------
+    #: The day's spine (summaries and session-day digests) is cut at this many characters.
+    spine_chars: Annotated[int, msgspec.Meta(ge=1000, le=400_000)] = 24_000
+    #: Each raw excerpt phase A may ask for (at most 8) is cut at this many characters.
+    excerpt_chars: Annotated[int, msgspec.Meta(ge=200, le=20_000)] = 2_000
+    #: Prices of the model pass, USD per million tokens in and out (0: a local model).
+    model_usd_per_mtok_in: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
+    model_usd_per_mtok_out: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
+    #: The ceiling of one owner-day (digests and both phases), checked before any call.
+    max_model_tokens: Annotated[int, msgspec.Meta(ge=0)] = 200_000
+    max_model_cost_usd: Annotated[float, msgspec.Meta(ge=0.0)] = 0.80
+    #: ``tether serve`` sweeps a day this many seconds after it ended locally.
+    settle_s: Annotated[int, msgspec.Meta(ge=0, le=86_400)] = 900
 
     def __post_init__(self) -> None:
         for owner in self.cohort:

@@ -31,6 +31,7 @@ from tether.records import (
     BudgetReason,
     Completion,
     CompletionRequest,
+    EpochSummary,
     Found,
     Hit,
     IndexCursor,
@@ -40,6 +41,9 @@ from tether.records import (
     Page,
     RecallStat,
     SearchQuery,
+    SessionDigest,
+    SessionMeta,
+    SessionState,
     SpendRow,
     SpentToday,
     TextCell,
@@ -205,6 +209,43 @@ class Store(Protocol):
     def record_recalls(self, refs: Sequence[str], time: datetime) -> None: ...
 
     def recall_stats(self) -> dict[str, RecallStat]: ...
+
+    # -- what the sweep reads of a day (so a sweep worker needs only the store) ----------
+    def session_meta(self, session: str) -> SessionMeta | None: ...
+
+    def sessions_meta(self, sessions: Sequence[str] | None = None) -> dict[str, SessionMeta]:
+        """The sessions the store knows of (those of ``sessions`` when given), by id."""
+
+    def put_session_meta(self, meta: SessionMeta) -> None:
+        """Insert or replace a session's metadata (owner, discard, folder...)."""
+
+    def track_sessions(self, states: Sequence[SessionState]) -> None:
+        """What an indexing pass learnt: new sessions (the runtime's onboarding mark on
+        an owner's first few that are not imports), open turns."""
+
+    def day_rows(
+        self, start: datetime, end: datetime, *, owner: str, home: bool = False
+    ) -> list[LogRow]:
+        """Owner and assistant log rows in ``[start, end)`` of ``owner``'s sessions
+        (``home``: and of every session with no owner), by session and turn."""
+
+    def session_turns(self, session: str, first: int, last: int) -> list[LogRow]:
+        """Owner and assistant log rows of turns ``first..last`` of one session."""
+
+    def put_epoch_summaries(self, summaries: Sequence[EpochSummary]) -> None:
+        """Insert or replace compaction summaries by (session, epoch)."""
+
+    def epoch_summaries(
+        self, start: datetime, end: datetime, *, sessions: Sequence[str] | None = None
+    ) -> list[EpochSummary]:
+        """Epoch summaries written in ``[start, end)`` (of ``sessions`` when given)."""
+
+    def session_digest(
+        self, session: str, window_id: str, content_hash: str
+    ) -> SessionDigest | None: ...
+
+    def put_session_digest(self, digest: SessionDigest) -> None:
+        """Store a session-day digest; one already stored under its key is kept."""
 
 
 # -- the daily memory sweep ------------------------------------------------------------

@@ -483,3 +483,61 @@ class Extraction(msgspec.Struct, frozen=True, kw_only=True):
     folders_dropped: int = 0
     usage: ExtractionUsage = ExtractionUsage()
     raw: str = ""
+
+
+# -- the day's rows the sweep reads from the store (not from session files) ---------------
+
+FolderBy = Literal["owner", "sweep"]
+
+
+class SessionMeta(msgspec.Struct, frozen=True, kw_only=True):
+    """What the store knows of a session beside its rows. ``owner``: whose it is (None:
+    the home's owner); ``discarded_at``: the owner discarded it (the sweep skips it);
+    ``folder`` and who set it (an owner-set folder always wins over the sweep's);
+    ``onboarding``: one of its owner's first sessions, marked by the runtime when it was
+    first indexed (never by a client flag); ``open_since``: a turn in flight since then
+    (the last record the indexer read opened a turn), else None; ``first_seen``: the
+    time of its first indexed record; ``imported``: its first epoch came from an import."""
+
+    session: str
+    owner: str | None = None
+    discarded_at: datetime | None = None
+    folder: str | None = None
+    folder_by: FolderBy | None = None
+    onboarding: bool = False
+    open_since: datetime | None = None
+    first_seen: datetime | None = None
+    imported: bool = False
+
+
+class SessionState(msgspec.Struct, frozen=True, kw_only=True):
+    """What an indexing pass learnt of one session: whether a turn is open after the
+    records it read (and since when), the time of its first record, whether it is an
+    import. ``open_known``: the pass read a record that decides ``open_since``."""
+
+    session: str
+    first_time: datetime
+    open_since: datetime | None
+    open_known: bool
+    imported: bool = False
+
+
+class EpochSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A compaction's carried summary (an ``EpochEnd``), as indexed: the epoch it ended."""
+
+    session: str
+    epoch: NonNegative
+    time: UtcTime
+    text: str
+
+
+class SessionDigest(msgspec.Struct, frozen=True, kw_only=True):
+    """A session-day digest: the model's summary of the part of one session's day that
+    no compaction summarised, kept so it is never made twice (key: session, window id,
+    the hash of the text it read)."""
+
+    session: str
+    window_id: str
+    content_hash: str
+    text: str
+    time: UtcTime

@@ -10,7 +10,8 @@ import asyncio
 import dataclasses
 import logging
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tether.agent.budget import BudgetGate, BudgetRefusedError, Reservation
@@ -28,7 +29,7 @@ from tether.config import Config
 from tether.core import replay
 from tether.core.budget import Bound, prompt_tokens
 from tether.core.compaction import should_compact
-from tether.core.memory_block import build_block
+from tether.core.memory_block import BlockFact, build_block
 from tether.core.replay import fresh_tokens
 from tether.core.scheduling import Priority
 from tether.errors import (
@@ -97,8 +98,11 @@ class Agent:
         clock: Clock,
         budget: BudgetGate | None = None,
         n_ctx: int | None = None,
+        facts: Callable[[], Sequence[BlockFact]] | None = None,
     ) -> None:
         self.home = home
+        #: The daily sweep's active facts for each new baseline's memory block.
+        self.facts = facts
         self.config = config
         #: The context turns and compaction plan with: ``[expect] n_ctx``, or the
         #: model's trained context when smaller (``tether.llm.gguf.effective_n_ctx``).
@@ -133,7 +137,8 @@ class Agent:
         granted to session ``sid`` (a scheduled session may have its own)."""
         system = read_prompt(self.home, "system.md")
         entries = Identity(self.home, self.store).entries()
-        block = build_block(entries, self.config.memory.block_tokens)
+        learned = self.facts() if self.facts is not None else ()
+        block = build_block(entries, self.config.memory.block_tokens, learned)
         tools = schemas.schemas(self.broker.offered(sid))
         return Baseline(system=system, memory=block, tools=tools)
 

@@ -6,6 +6,7 @@ import click
 
 from tether.cli.context import Context, counted, pass_ctx
 from tether.config import CONFIG_FILE
+from tether.core.sweep.state import Owner
 from tether.errors import TetherError
 from tether.home import init_home
 from tether.scan.allow import ALLOW_FILE, BLOCKLIST_FILE, home_allow, home_blocklist
@@ -23,8 +24,21 @@ def init_cmd(ctx: Context) -> None:
         click.echo(f"kept    {home / rel} (exists; not overwritten)")
     if report.tightened:
         click.echo(f"made {counted(report.tightened, 'path')} private (folders 0700, files 0600)")
+    owner = _home_owner(ctx)
+    click.echo(f"home owner {owner.id} ({owner.timezone_name}; `tether owner set-tz` changes it)")
     _context_warning(ctx)
     click.echo(f"home ready: {home}")
+
+
+def _home_owner(ctx: Context) -> Owner:
+    """The home's owner, made with this machine's zone when there is none yet."""
+    from tether.cli.commands_sweep import now
+    from tether.daemon.compose import machine_zone
+    from tether.sweep import owners
+
+    with ctx.sweep_store() as store:
+        owners.ensure_default(store, now(), zone=machine_zone())
+        return owners.get(store, owners.DEFAULT_OWNER)
 
 
 def _context_warning(ctx: Context) -> None:

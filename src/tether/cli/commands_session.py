@@ -1,4 +1,8 @@
-"""``tether session list`` and ``tether session show``."""
+"""``tether session list``, ``show``, ``discard`` and ``folder``.
+
+A session's owner, discard mark and folder live in the store (``Store.session_meta``),
+where the sweep reads them; a session the store does not know yet belongs to the home's
+owner, is not discarded and has no folder."""
 
 from __future__ import annotations
 
@@ -8,13 +12,24 @@ import click
 import msgspec
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx, shown, utc_stamp
-from tether.errors import TetherError
-from tether.records import Assistant, EpochEnd, ToolCall, ToolResult, TurnError, User
+from tether.core.extraction import folder_name
+from tether.errors import BadInputError, TetherError
+from tether.records import (
+    Assistant,
+    EpochEnd,
+    SessionMeta,
+    ToolCall,
+    ToolResult,
+    TurnError,
+    User,
+)
 from tether.sessions import Session, list_sessions
+from tether.sweep.owners import DEFAULT_OWNER
 
 
-def session_json(session: Session) -> dict[str, Any]:
+def session_json(session: Session, meta: SessionMeta | None = None) -> dict[str, Any]:
     """The public shape of ``session show --json`` (a contract: add keys, never rename)."""
+    meta = meta or SessionMeta(session=session.id)
     return {
         "id": session.id,
         "epoch": session.epoch,
@@ -23,6 +38,10 @@ def session_json(session: Session) -> dict[str, Any]:
         "untrusted": session.untrusted(),
         "carry": session.carry,
         "slot": session.slot,
+        "owner": meta.owner or DEFAULT_OWNER,
+        "discarded": meta.discarded_at is not None,
+        "folder": meta.folder,
+        "folder_by": meta.folder_by,
     }
 
 
@@ -125,11 +144,15 @@ def session_show(
             head = f"{m['time']} e{m['epoch']} {_LABELS.get(m['role'], m['role']):>10}: "
             click.echo(head + m["text"].replace("\n", "\n" + " " * len(head)))
         return
-    info = session_json(session)
+    with ctx.store() as store:
+        info = session_json(session, store.session_meta(session.id))
     if as_json:
         echo_json(info)
         return
     click.echo(f"session   {info['id']}")
+    click.echo(f"owner     {info['owner']}{'  (discarded)' if info['discarded'] else ''}")
+    if info["folder"] is not None:
+        click.echo(f"folder    {info['folder']} (set by {info['folder_by']})")
     click.echo(f"epoch     {info['epoch']} (epochs: {', '.join(map(str, info['epochs']))})")
     click.echo(f"turns     {info['turns']}")
     click.echo(f"slot      {info['slot']}")
@@ -140,6 +163,46 @@ def session_show(
         click.echo("carry")
         for line in info["carry"].splitlines():
             click.echo(f"  {line}")
+
+
+def _meta(ctx: Context, session_id: str) -> SessionMeta:
+    Session.open(ctx.home, session_id)  # an unknown or malformed id exits 2
+    with ctx.store() as store:
+        return store.session_meta(session_id) or SessionMeta(session=session_id)
+
+
+@session_group.command("discard")
+@click.argument("session_id", metavar="ID")
+@click.option("--undo", is_flag=True, help="Take the discard back.")
+@pass_ctx
+def session_discard(ctx: Context, session_id: str, undo: bool) -> None:
+    """Discard a session from the daily sweep: its days are swept without it (the log
+    and its recall stay). ``--undo`` takes it back for days not yet swept."""
+    from tether.cli.commands_sweep import now
+
+    meta = _meta(ctx, session_id)
+    when = None if undo else (meta.discarded_at or now())
+    with ctx.store() as store:
+        store.put_session_meta(msgspec.structs.replace(meta, discarded_at=when))
+    click.echo(f"session {session_id} {'kept for' if undo else 'discarded from'} the sweep")
+
+
+@session_group.command("folder")
+@click.argument("session_id", metavar="ID")
+@click.argument("name", metavar="NAME")
+@pass_ctx
+def session_folder(ctx: Context, session_id: str, name: str) -> None:
+    """File a session under folder NAME (1 to 64 characters, no '/'). A folder the owner
+    sets always wins: the sweep never refiles it."""
+    folder = folder_name(name)
+    if folder is None or folder != name.strip():
+        raise BadInputError(
+            f"folder {name!r}: expected 1 to 64 printable characters, single spaces, no '/'"
+        )
+    meta = _meta(ctx, session_id)
+    with ctx.store() as store:
+        store.put_session_meta(msgspec.structs.replace(meta, folder=folder, folder_by="owner"))
+    click.echo(f"session {session_id} filed under {folder!r}")
 
 
 @session_group.command("compact")

@@ -1,4 +1,6 @@
-"""The memory block of a baseline: identity entries packed within a token budget.
+"""The memory block of a baseline: identity entries packed within a token budget, then
+the daily sweep's active facts in what is left of it, highest authority first (so the
+first turn of a new epoch knows what was decided yesterday).
 
 Deterministic by construction: the same entries and budget give the same bytes, so an
 unchanged memory never changes a baseline (and never costs a cache miss).
@@ -20,6 +22,19 @@ HEADER = (
     "not shown here: use recall.\n"
 )
 _ENTRY_LINE = re.compile(r"^\s*[-*]\s+(?P<text>\S.*?)\s*$")
+
+
+FACTS_HEADER = "## Learned from past days (the daily sweep)\n"
+#: Authority order of the sweep (``core.sweep.authority.RANK``): higher first.
+_RANK = {"direct_user_statement": 3, "agent_reusable_conclusion": 2, "sweep_inference": 1}
+
+
+@dataclass(frozen=True)
+class BlockFact:
+    """An active sweep fact as the block shows it (its text already redacted)."""
+
+    text: str
+    authority: str
 
 
 @dataclass(frozen=True)
@@ -52,10 +67,31 @@ def parse_entries(markdown: str) -> list[Entry]:
     return out
 
 
-def build_block(entries: Sequence[Entry], budget_tokens: int) -> str:
-    """The block: a fixed header, then entries in file order while they fit the budget,
-    then one line saying how many did not fit. Never exceeds ``budget_tokens``: a budget
-    too small for even the header gives an empty block."""
+def build_block(
+    entries: Sequence[Entry], budget_tokens: int, facts: Sequence[BlockFact] = ()
+) -> str:
+    """The identity block (``identity_block``), then, while they fit what is left of the
+    budget, ``facts`` under their own heading: highest authority first, in the order given
+    within one authority (the caller gives the newest first). Never exceeds the budget."""
+    block = identity_block(entries, budget_tokens)
+    if not facts or not block:
+        return block
+    left = budget_tokens - tokens.count(block) - tokens.count(FACTS_HEADER)
+    lines: list[str] = []
+    for f in sorted(facts, key=lambda f: -_RANK.get(f.authority, 0)):
+        line = "- " + " ".join(f.text.split()) + "\n"
+        cost = tokens.count(line)
+        if cost > left:
+            break
+        lines.append(line)
+        left -= cost
+    return block + FACTS_HEADER + "".join(lines) if lines else block
+
+
+def identity_block(entries: Sequence[Entry], budget_tokens: int) -> str:
+    """A fixed header, then entries in file order while they fit the budget, then one
+    line saying how many did not fit. Never exceeds ``budget_tokens``: a budget too small
+    for even the header gives an empty block."""
     if not entries:
         block = HEADER + "(no identity entries yet)\n"
         return block if tokens.count(block) <= budget_tokens else ""

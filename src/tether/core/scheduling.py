@@ -43,6 +43,8 @@ class Priority(IntEnum):
     CRON = 2
     HEARTBEAT = 3
     TOOL_SUMMARY = 4
+    #: The daily sweep's model pass: below every other kind of background work.
+    SWEEP = 5
 
 
 class InvalidJobNameError(BadInputError):

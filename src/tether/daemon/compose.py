@@ -6,12 +6,14 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
+import anyio.from_thread
 import httpx
 
 from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
@@ -19,6 +21,7 @@ from tether.agent.budget import BudgetGate
 from tether.agent.turn import Agent
 from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, load_config
+from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import GatedLlm, HarvestQueue
 from tether.errors import BadInputError, TetherError
@@ -26,11 +29,15 @@ from tether.extract.extractor import Extractor
 from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
 from tether.llm.openai_compat import OpenAiCompatClient
-from tether.ports import Clock, Llm, Store, SweepStore
+from tether.memory.facts import block_facts
+from tether.ports import Clock, Llm, Producer, Store, SweepStore
+from tether.records import Completion, CompletionRequest
 from tether.scan.allow import home_allow
 from tether.scheduler import Job, Scheduler
 from tether.stores import open_store, open_sweep_store
 from tether.sweep import owners as sweep_owners
+from tether.sweep.model import Call, ModelProducer
+from tether.sweep.onboarding import OnboardingProducer
 from tether.sweep.producer import StagingPacketReader
 from tether.sweep.runner import Runner, RunReport, members
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
@@ -85,6 +92,15 @@ def home_zone(sweep: SweepStore | None) -> str:
             return machine_zone()
         return owner.timezone_name
     return machine_zone()
+
+
+def home_facts(sweep: SweepStore, home: Path) -> list[BlockFact]:
+    """The home owner's active sweep facts for the memory block (none on any error: a
+    baseline never fails on the sweep)."""
+    try:
+        return block_facts(sweep, sweep_owners.DEFAULT_OWNER, allow=home_allow(home))
+    except TetherError:
+        return []
 
 
 def build_budget(
@@ -144,6 +160,7 @@ def build_runtime(
         clock=clock,
         budget=build_budget(home, config, store, clock, sweep),
         n_ctx=planned_n_ctx(config),
+        facts=lambda: home_facts(sweep, home),
     )
     return Runtime(
         home=home, config=config, store=store, sweep=sweep, llm=model, http=http, agent=agent
@@ -151,27 +168,97 @@ def build_runtime(
 
 
 @contextlib.contextmanager
-def sweep_runner(home: Path, config: Config) -> Iterator[Runner]:
+def sweep_runner(
+    home: Path,
+    config: Config,
+    *,
+    main: Store | None = None,
+    call: Call | None = None,
+    llm: Llm | None = None,
+    clock: Clock | None = None,
+) -> Iterator[Runner]:
     """The daily sweep's runner over the home's sweep store (opened, migrated, closed on
-    the way out): the home's staged packets as producer, ``[sweep]`` and its cohort, the
-    home's allow-list (read first: a broken allow file stops the run before any write), a
-    claimant unique to this process, and a telemetry line per run in
-    ``<home>/telemetry/sweep.jsonl``."""
+    the way out): as producer the home's staged packets, and with ``main`` (the store
+    holding the day's rows), ``call`` and ``llm`` the model pass over each completed day
+    (``sweep.model``) behind them; ``[sweep]`` and its cohort, the home's allow-list (read
+    first: a broken allow file stops the run before any write), a claimant unique to this
+    process, and a telemetry line per run in ``<home>/telemetry/sweep.jsonl``."""
     allow = home_allow(home)
     claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     store = open_sweep_store(home, config)
     try:
+        producer: Producer = StagingPacketReader(home)
+        onboarding = None
+        if main is not None and call is not None and llm is not None:
+            onboarding = OnboardingProducer(
+                home=home,
+                store=main,
+                call=call,
+                extractor=Extractor(llm, slot=config.slots.background),
+                config=config.sweep,
+                allow=allow,
+            )
+            producer = ModelProducer(
+                home=home,
+                store=main,
+                call=call,
+                extractor=Extractor(llm, slot=config.slots.background),
+                config=config.sweep,
+                clock=(clock or SystemClock()).now,
+                allow=allow,
+                staged=producer,
+            )
         yield Runner(
             store,
-            StagingPacketReader(home),
+            producer,
             config=config.sweep,
             cohort=members(config.sweep.cohort),
             claimant=claimant,
             allow=allow,
             telemetry=RunLog(home / TELEMETRY_FILE),
+            onboarding=onboarding,
         )
     finally:
         store.close()
+
+
+class FixedClock:
+    """A clock stopped at one time (a one-off ``sweep run`` at ``now``)."""
+
+    def __init__(self, time: datetime) -> None:
+        self.time = time
+
+    def now(self) -> datetime:
+        return self.time
+
+
+def sweep_call(
+    llm: Llm,
+    run: Callable[[Callable[[], Coroutine[Any, Any, Completion]]], Completion],
+    budget: BudgetGate | None,
+    default_max_tokens: int,
+) -> Call:
+    """A synchronous model call for the sweep's producer: ``run`` carries it to the event
+    loop (a blocking portal, or ``anyio.from_thread.run`` from the daemon's worker thread),
+    and ``[budget.sweep]`` reserves its bound first and settles what it used."""
+
+    def call(request: CompletionRequest) -> Completion:
+        reservation = None
+        if budget is not None:
+            reservation = budget.reserve(
+                "sweep", "sweep", budget.bound(request, default_max_tokens)
+            )
+        try:
+            completion = run(lambda: llm.complete(request))
+        except BaseException:
+            if reservation is not None and budget is not None:
+                budget.settle(reservation, None)
+            raise
+        if reservation is not None and budget is not None:
+            budget.settle(reservation, completion)
+        return completion
+
+    return call
 
 
 def run_sweep(
@@ -180,15 +267,39 @@ def run_sweep(
     now: datetime,
     owners: Sequence[str] | None = None,
     dates: Sequence[date] = (),
+    *,
+    llm: Llm | None = None,
 ) -> RunReport:
     """One ``tether sweep run``: when the sweep is open, the default owner is made and
-    each owner asked for must exist (UnknownOwnerError otherwise); then the run."""
-    with sweep_runner(home, config) as runner:
-        if runner.open:
-            sweep_owners.ensure_default(runner.store, now)
-            for o in owners or ():
-                sweep_owners.get(runner.store, o)
-        return runner.run(now, owners, dates)
+    each owner asked for must exist (UnknownOwnerError otherwise); then the run, with the
+    model pass over days no backend staged (``llm``, else the one ``[llm]`` names)."""
+    sweep = config.sweep
+    if not sweep.enabled or sweep.kill_switch:
+        with sweep_runner(home, config) as runner:
+            return runner.run(now, owners, dates)
+    model = llm if llm is not None else build_llm(config)
+    main = open_store(home, config)
+    try:
+        with anyio.from_thread.start_blocking_portal() as portal:
+            try:
+                reader = open_sweep_store(home, config)
+                try:
+                    budget = build_budget(home, config, main, FixedClock(now), reader)
+                finally:
+                    reader.close()
+                call = sweep_call(model, portal.call, budget, config.llm.max_tokens)
+                with sweep_runner(
+                    home, config, main=main, call=call, llm=model, clock=FixedClock(now)
+                ) as runner:
+                    sweep_owners.ensure_default(runner.store, now)
+                    for o in owners or ():
+                        sweep_owners.get(runner.store, o)
+                    return runner.run(now, owners, dates)
+            finally:
+                if llm is None:
+                    portal.call(model.aclose)
+    finally:
+        main.close()
 
 
 @contextlib.contextmanager

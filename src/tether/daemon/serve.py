@@ -24,6 +24,7 @@ import uvicorn
 from tether.config import Config
 from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
 from tether.daemon.compose import build_runtime, build_scheduler, harvest_queue
+from tether.daemon.sweep_loop import SweepLoop
 from tether.errors import BadInputError, TetherError
 from tether.files import remove_stale_temps
 from tether.ports import Clock
@@ -136,13 +137,16 @@ async def serve(
             uvicorn.Config(beside.app, log_level="warning", lifespan="off", access_log=False)
         )
         extra = asyncio.create_task(quiet.serve(sockets=[beside.sock]))
+    sweep = SweepLoop(runtime)
     try:
         scheduler.start()
         harvest.start()
+        sweep.start()  # closed by default: then it never starts
         await server.serve()
         if extra is not None:
             quiet.should_exit = True
             await extra
+        await sweep.stop()
         await harvest.stop()
         # Scheduled turns and summaries get the same grace as turns from the socket.
         await scheduler.stop(grace_s=30)

@@ -1,6 +1,6 @@
 """``tether sessions import``: bring conversation history in from a generic JSONL file.
 
-One object a line: ``{"session", "role", "text", "time", "speaker"?}`` with ``role`` user
+One object a line: ``{"session", "role", "text", "time", "speaker"?, "owner"?}`` with ``role`` user
 or assistant and ``time`` RFC 3339 with a zone (stored as UTC). The whole file is checked,
 and every session it names opened, before anything is written: a bad line is an error
 naming file and line, and nothing was imported. Then each session (in first-appearance
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import msgspec
+
 from tether.config import Config, load_config
 from tether.errors import ImportChangedError, ImportResumeError, SessionError
 from tether.faults import crash_point, pause_point
@@ -36,7 +38,7 @@ from tether.imports.ledger import (
 from tether.memory.indexer import IndexReport, index_home
 from tether.ports import Progress as Meter
 from tether.ports import StoreOpener
-from tether.records import Assistant, Baseline, JournalEntry, LogRecord, User
+from tether.records import Assistant, Baseline, JournalEntry, LogRecord, SessionMeta, User
 from tether.sessions.session import Session
 
 #: The system prompt of imported sessions when the home has no ``config/system.md``.
@@ -298,4 +300,8 @@ def _journal_and_index(
                 )
             )
             ledger.append(Journaled())
+        for sid, owner in plan.session_owners.items():
+            meta = db.session_meta(sid) or SessionMeta(session=sid)
+            if meta.owner != owner:
+                db.put_session_meta(msgspec.structs.replace(meta, owner=owner))
         return index_home(home, db, meter=meter)

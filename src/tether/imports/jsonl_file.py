@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from array import array
 from collections.abc import Iterator
@@ -39,9 +40,13 @@ class ImportLine(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     text: str
     time: Annotated[datetime, msgspec.Meta(tz=True)]
     speaker: str | None = None
+    #: Whose session it is (a sweep owner id); absent: the home's owner.
+    owner: str | None = None
 
 
 _decoder = msgspec.json.Decoder(ImportLine)
+OWNER_GRAMMAR = "1 to 64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit"
+_OWNER = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 def _problem(exc: msgspec.DecodeError) -> str:
@@ -65,6 +70,10 @@ def decode_line(path: Path, number: int, raw: bytes) -> ImportLine:
         )
     if line.speaker is not None and line.role != "user":
         raise ImportFormatError(path, number, "speaker is only for role user")
+    if line.owner is not None and not _OWNER.fullmatch(line.owner):
+        raise ImportFormatError(
+            path, number, f"owner {line.owner!r} is not an owner id: {OWNER_GRAMMAR}"
+        )
     return msgspec.structs.replace(line, time=line.time.astimezone(UTC))
 
 
@@ -149,6 +158,8 @@ class ImportPlan:
     offsets: array[int] = field(default_factory=lambda: array("q"))
     numbers: array[int] = field(default_factory=lambda: array("q"))
     owners: array[int] = field(default_factory=lambda: array("q"))
+    #: Sessions whose lines name an owner, and that owner.
+    session_owners: dict[str, str] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -202,6 +213,14 @@ def check(source: _Source) -> ImportPlan:
         if owner is None:
             owner = index[line.session] = len(index)
             plan.sessions[line.session] = line.time
+        if line.owner is not None:
+            said = plan.session_owners.setdefault(line.session, line.owner)
+            if said != line.owner:
+                raise ImportFormatError(
+                    source.path,
+                    number,
+                    f"session {line.session!r} has owner {said!r} on an earlier line",
+                )
         plan.offsets.append(offset)
         plan.numbers.append(number)
         plan.owners.append(owner)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
+from tether.core.memory_block import BlockFact
 from tether.core.sweep.state import NO_SWEEP, Fact
 from tether.ports import Store, SweepStore
 from tether.scan.secrets import redact
@@ -27,6 +28,21 @@ def _read(sweep: SweepStore | None) -> tuple[str, list[Fact]]:
     with sweep.transaction(write=False) as tx:
         stamp = tx.facts_stamp()
         return stamp, [] if stamp == NO_SWEEP else tx.active_facts()
+
+
+def block_facts(
+    sweep: SweepStore | None, owner: str, *, allow: frozenset[str] = frozenset()
+) -> list[BlockFact]:
+    """``owner``'s active facts for the memory block, redacted, newest first (the block
+    puts the highest authority first). None when the sweep has no tables yet."""
+    if sweep is None:
+        return []
+    with sweep.transaction(write=False) as tx:
+        if tx.facts_stamp() == NO_SWEEP:
+            return []
+        facts = [f for f in tx.facts(owner) if f.active]
+    facts.sort(key=lambda f: (f.updated_at, f.id), reverse=True)
+    return [BlockFact(redact(f.text, allow=allow).text, f.authority) for f in facts]
 
 
 def _stamp(sweep: SweepStore | None) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import msgspec
@@ -33,13 +34,18 @@ from tether.ids import is_session_id, session_id
 from tether.ports import Progress, Store
 from tether.records import (
     Assistant,
+    EpochEnd,
+    EpochSummary,
     IndexCursor,
     LogField,
     LogRecord,
     LogRow,
+    SessionStart,
+    SessionState,
     ToolCall,
     ToolResult,
     ToolSummary,
+    TurnError,
     User,
 )
 from tether.scan.allow import home_allow
@@ -52,6 +58,46 @@ BATCH_ROWS = 20_000
 OPTIMIZE_AFTER_ROWS = 200_000
 
 _json = msgspec.json.Encoder()
+
+
+@dataclass
+class _Seen:
+    """What a pass learns of one session beside its rows (``Store.track_sessions``):
+    the first record's time, an open turn, an import, the epoch summaries read."""
+
+    first_time: datetime | None = None
+    open_since: datetime | None = None
+    open_known: bool = False
+    imported: bool = False
+    history: bool = False  # the epoch being read was written by an import
+    summaries: list[EpochSummary] = field(default_factory=list)
+
+    def state(self, sid: str) -> SessionState | None:
+        if self.first_time is None:
+            return None
+        return SessionState(
+            session=sid,
+            first_time=self.first_time,
+            open_since=self.open_since,
+            open_known=self.open_known,
+            imported=self.imported,
+        )
+
+    def see(self, r: LogRecord) -> None:
+        if self.first_time is None:
+            self.first_time = r.time
+        if isinstance(r, SessionStart):
+            self.imported = self.imported or (r.epoch == 0 and r.imported)
+            self.history = r.imported
+        if self.history:
+            return  # an imported epoch is history: its last owner line opens no turn
+        # A turn is open from its message until a reply without tool calls, an error or
+        # the epoch's end; a tool call opens it again (the loop goes on).
+        opens = isinstance(r, User) and not r.retry
+        if opens or (isinstance(r, ToolCall) and self.open_since is None):
+            self.open_since, self.open_known = r.time, True
+        elif isinstance(r, (Assistant, TurnError, EpochEnd)):
+            self.open_since, self.open_known = None, True
 
 
 @dataclass(frozen=True)
@@ -99,10 +145,18 @@ def _rows(
     tainted: bool,
     *,
     allow: frozenset[str],
+    seen: _Seen | None = None,
 ) -> tuple[list[LogRow], int, bool]:
     """Rows of ``records``, given the turn and taint before them; and those after them."""
     rows: list[LogRow] = []
     for r in records:
+        if seen is not None:
+            seen.see(r)
+            if isinstance(r, EpochEnd) and r.summary.strip():
+                said = redact_many([r.summary], allow=allow)[0]
+                seen.summaries.append(
+                    EpochSummary(session=sid, epoch=epoch, time=r.time, text=said)
+                )
         text: str
         kind: LogField
         row_tainted = tainted
@@ -171,6 +225,8 @@ def _session_rows(
     cursors: dict[str, IndexCursor],
     known: int = 0,
     allow: frozenset[str] = frozenset(),
+    *,
+    seen: _Seen | None = None,
 ) -> list[tuple[list[LogRow], IndexCursor]]:
     """New rows of every epoch of one session, in order, with each file's new cursor.
 
@@ -200,7 +256,7 @@ def _session_rows(
         if not complete:
             continue
         records = files.decode_lines(path, complete, first_line=lines + 1)
-        rows, turn, tainted = _rows(sid, epoch, records, turn, tainted, allow=allow)
+        rows, turn, tainted = _rows(sid, epoch, records, turn, tainted, allow=allow, seen=seen)
         out.append(
             (
                 rows,
@@ -234,15 +290,21 @@ def index_home(
     known = _known_epochs(cursors)
     allow = home_allow(home)
     pending: list[tuple[list[LogRow], IndexCursor]] = []
+    states: list[SessionState] = []
+    summaries: list[EpochSummary] = []
     pending_rows = 0
     sessions = files_read = rows = 0
     errors: list[tuple[str, str]] = []
 
     def flush() -> None:
-        nonlocal pending, pending_rows
+        nonlocal pending, pending_rows, states, summaries
+        # Before the rows and cursors: both writes are idempotent, so a crash between
+        # them is repaired by the next pass re-reading the same lines.
+        store.put_epoch_summaries(summaries)
+        store.track_sessions(states)
         if pending:
             store.index_logs(pending)
-        pending, pending_rows = [], 0
+        pending, pending_rows, states, summaries = [], 0, [], []
 
     root = os.fspath(home / SESSIONS_DIR)
     # _session_ids yields valid ids only; ids in ``only`` are checked here.
@@ -256,10 +318,15 @@ def index_home(
             meter.advance()
         try:
             checked = sid if listed else session_id(sid)
-            items = _session_rows(root, checked, cursors, known.get(checked, 0), allow)
+            seen = _Seen()
+            items = _session_rows(root, checked, cursors, known.get(checked, 0), allow, seen=seen)
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
+        state = seen.state(checked)
+        if state is not None:
+            states.append(state)
+        summaries.extend(seen.summaries)
         for item_rows, _ in items:
             pending_rows += len(item_rows)
             rows += len(item_rows)

@@ -189,6 +189,41 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, kind)
     ) WITHOUT ROWID;
     """,
+    # 6: what the sweep's producer reads of a day (``sqlite_days``): log rows by time and
+    # by session and turn, each session's owner, discard, folder, onboarding mark and
+    # open turn, the epoch summaries compactions wrote, and the session-day digests.
+    """
+    CREATE INDEX doc_log_time ON doc (time) WHERE kind = 'turn';
+    CREATE INDEX doc_log_turn ON doc (session, turn, time) WHERE kind = 'turn';
+    CREATE TABLE session_meta (
+        session TEXT PRIMARY KEY,
+        owner TEXT,
+        discarded_at TEXT,
+        folder TEXT,
+        folder_by TEXT CHECK (folder_by IN ('owner', 'sweep')),
+        onboarding INTEGER NOT NULL DEFAULT 0,
+        open_since TEXT,
+        first_seen TEXT,
+        imported INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    CREATE INDEX session_meta_owner ON session_meta (owner) WHERE owner IS NOT NULL;
+    CREATE TABLE epoch_summary (
+        session TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        time INTEGER NOT NULL, -- unix microseconds, UTC
+        text TEXT NOT NULL,
+        PRIMARY KEY (session, epoch)
+    ) WITHOUT ROWID;
+    CREATE INDEX epoch_summary_time ON epoch_summary (time);
+    CREATE TABLE session_digest (
+        session TEXT NOT NULL,
+        window_id TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        text TEXT NOT NULL,
+        time TEXT NOT NULL,
+        PRIMARY KEY (session, window_id, content_hash)
+    ) WITHOUT ROWID;
+    """,
 )
 
 

@@ -1,6 +1,6 @@
 """The embedded Store: one SQLite file (WAL, FTS5), no server.
 
-Layout (migrations 1 to 5):
+Layout (migrations 1 to 6):
 
 - ``doc`` holds every searchable row: session-log rows (kind ``turn`` or ``summary``),
   one row per note and page, and rows mirrored from memory.md (``identity``) and the
@@ -17,6 +17,8 @@ Layout (migrations 1 to 5):
 - ``budget_spend``, ``budget_total``: the budget gate's spend ledger (``sqlite_budget``),
   committed with ``synchronous=NORMAL``: a restart keeps it, a power cut may lose the
   last calls' rows.
+- ``session_meta``, ``epoch_summary``, ``session_digest``: what the sweep reads of a day
+  besides the log rows (``sqlite_days``).
 
 Concurrency: one connection per store object, guarded by a lock, so a store may be
 handed between threads but runs one operation at a time. Other processes may use the same
@@ -63,6 +65,7 @@ from tether.stores import sqlite_cells as cells
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import AFTER, MIGRATIONS, migrate
+from tether.stores.sqlite_days import SqliteDays
 from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, utc
 
 BUSY_TIMEOUT_MS = 10_000
@@ -82,7 +85,7 @@ def _page_text(page: Page) -> str:
     return f"{text}\ntags: {', '.join(page.tags)}" if page.tags else text
 
 
-class SqliteStore(SqliteFile):
+class SqliteStore(SqliteDays, SqliteFile):
     """``tether.ports.Store`` over one SQLite file. Use from one thread at a time (a lock
     enforces it); close it when done (or use it as a context manager)."""
 

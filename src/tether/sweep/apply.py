@@ -91,13 +91,22 @@ def _trigger_state(tx: SweepTx, owner: str, trigger_id: str) -> TriggerState | N
     )
 
 
+def occupant_of(tx: SweepTx, fact: Fact) -> Occupant:
+    """A slot's fact as the decision weighs it: with the day of the evidence it was last
+    written from (its origin receipt's local date; unknown without one)."""
+    origin = tx.receipt(fact.origin_receipt) if fact.origin_receipt else None
+    return Occupant(fact.authority, fact.text, None if origin is None else origin.local_date)
+
+
 def _apply_fact(
     tx: SweepTx, ctx: DayContext, rid: str, candidate: FactCandidate, now: datetime
 ) -> str:
     occupant = tx.fact_in_slot(ctx.owner, candidate.subject, candidate.entity)
     decision = decide_fact(
         candidate.authority,
-        None if occupant is None else Occupant(occupant.authority, occupant.text),
+        None if occupant is None else occupant_of(tx, occupant),
+        local_date=ctx.window.local_date,
+        text=candidate.text,
     )
     refs = msgspec.json.encode(candidate.refs).decode()
     if decision.action == "add":

@@ -55,12 +55,13 @@ def add(store: SweepStore, owner: str, timezone_name: str, now: datetime) -> Own
     return row
 
 
-def ensure_default(store: SweepStore, now: datetime) -> None:
-    """The home's default owner ``owner`` (UTC) exists, unless it was deleted."""
+def ensure_default(store: SweepStore, now: datetime, *, zone: str = DEFAULT_ZONE) -> None:
+    """The home's owner ``owner`` exists (made in ``zone``: ``tether init`` passes the
+    machine's), unless it was deleted. Every session belongs to it unless it says not."""
     with store.transaction(write=False) as tx:
         if tx.owner(DEFAULT_OWNER) is not None:
             return
-    row = new_owner(DEFAULT_OWNER, DEFAULT_ZONE, now)
+    row = new_owner(DEFAULT_OWNER, zone, now)
     with store.transaction() as tx:
         if tx.owner(DEFAULT_OWNER) is None:
             tx.put_owner(row)

@@ -35,6 +35,7 @@ from tether.ports import Producer, SweepStore
 from tether.scan import packets
 from tether.sweep import apply, cursor, receipts
 from tether.sweep.fence import DayContext, fence
+from tether.sweep.onboarding import Item, OnboardingProducer
 
 DayStatus = Literal["complete", "incomplete", "busy", "fenced", "refused"]
 OwnerStatus = Literal["ok", "partial", "busy", "blocked", "fenced", "refused", "skipped"]
@@ -67,12 +68,25 @@ class DayResult(msgspec.Struct, kw_only=True):
     reasons: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class ChannelResult(msgspec.Struct, kw_only=True):
+    """One session of the ``onboarding_cold_start`` channel (ids, counts, codes)."""
+
+    session: str
+    local_date: str
+    status: DayStatus
+    reason: str | None = None
+    candidates: int = 0
+    writes: int = 0
+    reasons: dict[str, int] = msgspec.field(default_factory=dict)
+
+
 class OwnerResult(msgspec.Struct, kw_only=True):
     owner: str
     status: OwnerStatus
     reason: str | None = None
     days: list[DayResult] = msgspec.field(default_factory=list)
     refused_dates: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    onboarding: list[ChannelResult] = msgspec.field(default_factory=list)
 
 
 class RunReport(msgspec.Struct, kw_only=True):
@@ -107,7 +121,9 @@ class Runner:
         lease: timedelta = receipts.DEFAULT_LEASE,
         allow: frozenset[str] = frozenset(),
         telemetry: Callable[[datetime, RunReport], None] | None = None,
+        onboarding: OnboardingProducer | None = None,
     ) -> None:
+        self.onboarding = onboarding  # the onboarding_cold_start channel, if any
         self.store = store
         self.producer = producer
         self.config = config
@@ -116,6 +132,7 @@ class Runner:
         self.lease = lease
         self.allow = allow  # reviewed secret fingerprints (``.tether-scan-allow``)
         self.telemetry = telemetry  # told what every run did (``sweep.telemetry``)
+        self._settle = timedelta(0)
 
     @property
     def open(self) -> bool:
@@ -123,8 +140,16 @@ class Runner:
         return self.config.enabled and not self.config.kill_switch
 
     def run(
-        self, now: datetime, owners: Sequence[str] | None = None, dates: Sequence[date] = ()
+        self,
+        now: datetime,
+        owners: Sequence[str] | None = None,
+        dates: Sequence[date] = (),
+        *,
+        settle: timedelta = timedelta(0),
     ) -> RunReport:
+        """Sweep the owners' completed days; ``settle``: a day is taken only this long
+        after it ended (``tether serve`` passes ``[sweep] settle_s``)."""
+        self._settle = settle
         report = self._run(now, owners, dates)
         if self.telemetry is not None:
             self.telemetry(now, report)
@@ -166,8 +191,11 @@ class Runner:
         if current is not None and current.timezone_name != owner.timezone_name:
             result.status, result.reason = "blocked", "timezone_changed_requires_reconciliation"
             return result
+        if self.onboarding is not None:
+            for item in self.onboarding.page(owner, self.store, now):
+                result.onboarding.append(self._onboard(owner, item, now))
         due = owner.first_date if current is None else current.local_date + timedelta(days=1)
-        plan = plan_dates(owner.timezone_name, now, due, dates)
+        plan = plan_dates(owner.timezone_name, now - self._settle, due, dates)
         result.refused_dates = [(d.isoformat(), why) for d, why in plan.refused]
         for day in plan.dates:
             outcome, current = self._run_day(owner, current, day, now)
@@ -177,6 +205,34 @@ class Runner:
                 result.reason = outcome.reason
                 break
         return result
+
+    def _onboard(self, owner: Owner, item: Item, now: datetime) -> ChannelResult:
+        """One onboarding session's packet, applied through the same receipts (its own
+        source key, so its own cursor): never the daily cursor."""
+        assert self.onboarding is not None
+        ctx = DayContext.of(owner, item.window)
+        day = DayResult(local_date=item.window.local_date.isoformat(), status="complete")
+        try:
+            got = self.onboarding.produce(owner, item)
+            if isinstance(got, str):
+                day.status, day.reason = "incomplete", got
+            else:
+                packet, day.redacted = packets.redact_packet(got, self.allow)
+                self._validate(packet, ctx)
+                self._apply_packet(packet, ctx, now, day)
+        except PacketError as exc:
+            day.status, day.reason = "refused", exc.reason
+        except SweepFencedError as exc:
+            day.status, day.reason = "fenced", exc.reason
+        return ChannelResult(
+            session=item.session,
+            local_date=day.local_date,
+            status=day.status,
+            reason=day.reason,
+            candidates=day.candidates,
+            writes=day.writes,
+            reasons=day.reasons,
+        )
 
     def _run_day(
         self, owner: Owner, current: Cursor | None, day: date, now: datetime
@@ -251,7 +307,7 @@ class Runner:
                 if isinstance(c, FactCandidate):
                     f = tx.fact_in_slot(owner, c.subject, c.entity)
                     if f is not None:
-                        slots[(c.subject, c.entity)] = Occupant(f.authority, f.text)
+                        slots[(c.subject, c.entity)] = apply.occupant_of(tx, f)
                 else:
                     t = tx.trigger(owner, c.trigger_id)
                     if t is not None:
@@ -260,7 +316,7 @@ class Runner:
                         )
         # Planned over what apply will write (a stage kept in clear is redacted there).
         planned = tuple(packets.redact_candidate(c, self.allow)[0] for c in packet.candidates)
-        if not within_write_bound(plan_day(planned, slots, triggers)):
+        if not within_write_bound(plan_day(planned, slots, triggers, packet.local_date)):
             raise PacketError("too_many_writes")
 
     def _apply_packet(

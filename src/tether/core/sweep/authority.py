@@ -1,16 +1,21 @@
 """Authority ordering and the decisions the sweep takes for each candidate.
 
 ``direct_user_statement > agent_reusable_conclusion > sweep_inference``. A fact slot
-(subject scope + entity) holds at most one active fact. A candidate equal to or weaker
-than the slot's occupant is skipped (so the same fact met again on a later day is never
-added twice); only a strictly stronger one amends it. A trigger candidate can only
-repair an existing, active trigger whose provenance is ``standing_trigger``, and never one
-set with a higher authority; nothing creates a trigger from passive behaviour.
+(subject scope + entity) holds at most one active fact. Only a *stronger* candidate
+amends its occupant, and "stronger" is one decision: a higher authority, or the same
+authority backed by evidence from a later window than the occupant's (a knowledge update:
+"we moved the book club to Tuesdays" replaces Mondays). A weaker candidate, and an equal
+one from the same or an older window (or saying the same words), is skipped, which keeps
+the guard against the same fact met again on a later day being added twice. A trigger
+candidate can only repair an existing, active trigger whose provenance is
+``standing_trigger``, and never one set with a higher authority; nothing creates a trigger
+from passive behaviour.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import date
 from typing import Literal
 
 import msgspec
@@ -35,10 +40,12 @@ Action = Literal["add", "amend", "repair", "skip"]
 
 
 class Occupant(msgspec.Struct, frozen=True):
-    """What a fact slot holds now."""
+    """What a fact slot holds now; ``local_date``: the day of the evidence it was last
+    written from (None: unknown, never older than anything)."""
 
     authority: str
     text: str
+    local_date: date | None = None
 
 
 class TriggerState(msgspec.Struct, frozen=True):
@@ -61,12 +68,26 @@ def stronger(a: str, b: str) -> bool:
     return RANK[a] > RANK[b]
 
 
-def decide_fact(authority: Authority, occupant: Occupant | None) -> Decision:
+def decide_fact(
+    authority: Authority,
+    occupant: Occupant | None,
+    *,
+    local_date: date | None = None,
+    text: str | None = None,
+) -> Decision:
+    """``local_date``: the day of the candidate's evidence; ``text``: its words."""
     if occupant is None:
         return Decision("add", "added")
     if stronger(authority, occupant.authority):
         return Decision("amend", "amended")
     if authority == occupant.authority:
+        later = (
+            local_date is not None
+            and occupant.local_date is not None
+            and local_date > occupant.local_date
+        )
+        if later and text is not None and text != occupant.text:
+            return Decision("amend", "amended_later_window")
         return Decision("skip", "equal_authority")
     return Decision("skip", "lower_authority")
 
@@ -89,6 +110,7 @@ def plan_day(
     candidates: Sequence[Candidate],
     slots: Mapping[tuple[str, str], Occupant],
     triggers: Mapping[str, TriggerState],
+    local_date: date | None = None,
 ) -> tuple[Decision, ...]:
     """Decide every candidate in order against a snapshot, as applying them would (a
     candidate sees the writes of those before it). Used to bound a day's writes."""
@@ -97,9 +119,11 @@ def plan_day(
     out: list[Decision] = []
     for c in candidates:
         if isinstance(c, FactCandidate):
-            d = decide_fact(c.authority, slots.get((c.subject, c.entity)))
+            d = decide_fact(
+                c.authority, slots.get((c.subject, c.entity)), local_date=local_date, text=c.text
+            )
             if d.writes:
-                slots[(c.subject, c.entity)] = Occupant(c.authority, c.text)
+                slots[(c.subject, c.entity)] = Occupant(c.authority, c.text, local_date)
         else:
             d = decide_trigger(c, triggers.get(c.trigger_id))
             if d.writes:

@@ -1,0 +1,121 @@
+"""The model pass's stage file: ``<home>/sweep/stage/<owner>/<local-date>.json``.
+
+The at-most-once record of one owner-day's invocation. Written atomically (temp file and
+rename) twice: ``invoked`` (with the invocation id) before the first model request, then
+``staged`` with the full candidate page (the day's packet, folder assignments, counts)
+and its digest before any candidate applies, or ``failed`` with a reason code when the
+invocation produced no usable page. A retry reads it and never calls the model again:
+
+- ``staged``: the exact page, checked against its digest;
+- ``invoked`` (a crash mid-call), ``failed``, unreadable or a digest that does not match:
+  the day stays incomplete with a reason (``stage_missing``, the failure's reason,
+  ``stage_malformed``); the runbook says how an operator re-opens it;
+- a stage of an older ``tether_sweep_daily_summary_stage.*`` schema (a deployment
+  boundary): that deployment owned the window's invocation and its apply, so the reader
+  attests an empty page and the cursor advances.
+
+Everything in it was redacted before it was written (``scan``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from tether import files
+from tether.core.sweep.packet import DailySweepInput
+from tether.core.sweep.windows import Window
+from tether.records import FolderAssignment
+
+STAGE_DIR = ("sweep", "stage")
+STAGE_PREFIX = "tether_sweep_daily_summary_stage."
+STAGE_SCHEMA = STAGE_PREFIX + "v2"
+MAX_STAGE_BYTES = 2_000_000
+
+StageState = Literal["invoked", "staged", "failed"]
+
+
+class StageFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    schema: str
+    state: StageState
+    invocation: str
+    owner: str
+    local_date: date
+    window_id: str
+    source_generation: int
+    reason: str | None = None
+    packet: DailySweepInput | None = None
+    folders: tuple[FolderAssignment, ...] = ()
+    #: Bounded reason codes -> counts (dropped memories, excerpts served, ...).
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
+    #: What each model call of the invocation used: (cache_n, prompt_n, predicted_n).
+    usage: tuple[tuple[int, int, int], ...] = ()
+    digest: str | None = None
+
+
+class _Head(msgspec.Struct):
+    schema: str = ""
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def page_digest(packet: DailySweepInput, folders: tuple[FolderAssignment, ...]) -> str:
+    return hashlib.sha256(_encoder.encode((packet, folders))).hexdigest()
+
+
+class Read(msgspec.Struct, frozen=True):
+    """What a stage says: ``absent``, ``older`` (attest empty), ``bad`` (malformed), or a
+    stage of this schema."""
+
+    kind: Literal["absent", "older", "bad", "current"]
+    stage: StageFile | None = None
+
+
+def path_of(home: Path, owner: str, local_date: date) -> Path:
+    return home.joinpath(*STAGE_DIR, owner, f"{local_date.isoformat()}.json")
+
+
+def read(home: Path, owner: str, window: Window, source_generation: int) -> Read:
+    path = path_of(home, owner, window.local_date)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Read("absent")
+    except OSError:
+        return Read("bad")
+    if len(data) > MAX_STAGE_BYTES:
+        return Read("bad")
+    try:
+        head = msgspec.json.decode(data, type=_Head)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return Read("bad")
+    if head.schema != STAGE_SCHEMA:
+        older = head.schema.startswith(STAGE_PREFIX) and head.schema < STAGE_SCHEMA
+        return Read("older" if older else "bad")
+    try:
+        stage = msgspec.json.decode(data, type=StageFile)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return Read("bad")
+    if (
+        stage.owner != owner
+        or stage.local_date != window.local_date
+        or stage.window_id != window.window_id
+        or stage.source_generation != source_generation
+    ):
+        return Read("bad")
+    if stage.state == "staged" and (
+        stage.packet is None or stage.digest != page_digest(stage.packet, stage.folders)
+    ):
+        return Read("bad")
+    return Read("current", stage)
+
+
+def write(home: Path, stage: StageFile) -> None:
+    path = path_of(home, stage.owner, stage.local_date)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    files.write_atomic(path, _encoder.encode(stage), mode=0o600)
