@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import time as _time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from tether.agent.budget import BudgetGate, BudgetRefusedError, Reservation
