@@ -148,8 +148,8 @@ def test_an_action_keeps_the_cli_rules(served: Served) -> None:
         assert refused.status_code == 400
         assert SECRET not in refused.text
         assert SECRET not in client.get("/journal").text
-        # No `session discard` in this tether yet: the action is not offered.
-        assert "discard from the sweep" not in client.get("/sessions/work").text
+        # `tether session discard` exists, so the page offers it (the CLI's own command).
+        assert "discard from the sweep" in client.get("/sessions/work").text
     finally:
         client.close()
 
