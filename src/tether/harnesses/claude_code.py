@@ -76,13 +76,9 @@ def parse_line(raw: bytes) -> Message | str:
     kind = record.get("type")
     if kind not in ("user", "assistant"):
         return "not_a_message"
-    for flag, reason in (
-        ("isMeta", "meta"),
-        ("isCompactSummary", "compact_summary"),
-        ("isSidechain", "sidechain"),
-    ):
-        if record.get(flag) is True:
-            return reason
+    skipped = _skipped(record)
+    if skipped is not None:
+        return skipped
     session = record.get("sessionId")
     if not isinstance(session, str) or not session:
         return "no_session"
@@ -95,6 +91,19 @@ def parse_line(raw: bytes) -> Message | str:
     if not text:
         return "tool_result" if kind == "user" and isinstance(content, list) else "no_text"
     return Message(session_id_for(session), kind, text, time)
+
+
+def _skipped(record: dict[str, Any]) -> str | None:
+    """Why a user or assistant record is no turn of the conversation, if it is not: the
+    harness's own notes, its compaction summary, a sub-agent's side chain."""
+    for flag, reason in (
+        ("isMeta", "meta"),
+        ("isCompactSummary", "compact_summary"),
+        ("isSidechain", "sidechain"),
+    ):
+        if record.get(flag) is True:
+            return reason
+    return None
 
 
 def read_transcript(lines: Iterable[bytes]) -> Transcript:
@@ -123,13 +132,9 @@ def window_entry(raw: bytes) -> Entry | str:
         return BoundaryMark(trigger if isinstance(trigger, str) else "", uid)
     if kind not in ("user", "assistant"):
         return "not_a_message"
-    for flag, reason in (
-        ("isMeta", "meta"),
-        ("isCompactSummary", "compact_summary"),
-        ("isSidechain", "sidechain"),
-    ):
-        if record.get(flag) is True:
-            return reason
+    skipped = _skipped(record)
+    if skipped is not None:
+        return skipped
     stamp = record.get("timestamp")
     if utc_time(stamp) is None:
         return "no_time"
