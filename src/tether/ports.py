@@ -330,6 +330,10 @@ class SweepStore(Protocol):
     def transaction(self, *, write: bool = True) -> AbstractContextManager[SweepTx]:
         """A transaction: committed when the block ends, rolled back if it raises."""
 
+    def journal_rows(self, limit: int | None = None) -> list[_sweep.JournalRow]:
+        """Every owner's canonical writes, oldest first; with ``limit``, only the newest
+        ``limit``; none in a store the sweep never ran in (``tether memory journal``)."""
+
     # -- the stored text of the sweep, for the secret scan ------------------------------
     def read_cells(self, visit: Callable[[TextCell], None]) -> None:
         """Call ``visit`` with every non-empty sweep text (facts, the sweep journal,
