@@ -57,6 +57,7 @@ from tether.records import (
     RecallStat,
     SearchQuery,
     SpendRow,
+    SpendSettle,
     SpentToday,
     TextCell,
 )
@@ -451,10 +452,19 @@ class SqliteStore(SqliteDays, SqliteFile):
     # -- the budget gate's spend ledger (sqlite_budget) ----------------------------------
 
     def budget_reserve(
-        self, row: SpendRow, decide: Callable[[SpentToday], BudgetReason | None]
+        self,
+        row: SpendRow,
+        decide: Callable[[SpentToday], BudgetReason | None],
+        settles: Sequence[SpendSettle] = (),
     ) -> SpendRow:
         with self._write("reserving a model call's budget", durable=False) as c:
-            return budget.reserve(c, row, decide)
+            return budget.reserve(c, row, decide, settles)
+
+    def budget_settle_all(self, settles: Sequence[SpendSettle]) -> None:
+        if not settles:
+            return
+        with self._write("settling model calls' budget", durable=False) as c:
+            budget.settle_all(c, settles)
 
     def budget_settle(
         self,
