@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 
-from tether.core import cjk
+from tether.core import symbols
 from tether.core.memory_block import Entry
 from tether.core.sweep.state import Fact
 from tether.errors import StoreVersionError
@@ -178,7 +178,7 @@ class SqliteStore(SqliteDays, SqliteFile):
                         int(r.tainted),
                         _micros(r.time),
                         r.text,
-                        cjk.segment(r.text),
+                        symbols.seg(r.text),
                     )
                     for rows, _ in batch
                     for r in rows
@@ -232,7 +232,7 @@ class SqliteStore(SqliteDays, SqliteFile):
         cur = c.execute(
             "INSERT INTO doc (kind, session, tainted, ref, time, text, seg)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (kind, session, int(tainted), ref, _micros(time), text, cjk.segment(text)),
+            (kind, session, int(tainted), ref, _micros(time), text, symbols.seg(text)),
         )
         c.execute(
             "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
