@@ -159,12 +159,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "github-token",
-        re.compile(rb"gh[pousr]_" + _capped(rb"A-Za-z0-9", 36)),
-        tail=_run_tail(rb"A-Za-z0-9"),
-    ),
-    Rule(
-        "github-token",
-        re.compile(rb"github_pat_" + _capped(rb"A-Za-z0-9_", 22)),
+        # One pattern (one pass over the text) for both forms; a classic token glued to
+        # a "_word" is redacted with it (the tail allows the fine-grained form's "_").
+        re.compile(
+            rb"gh[pousr]_"
+            + _capped(rb"A-Za-z0-9", 36)
+            + rb"|github_pat_"
+            + _capped(rb"A-Za-z0-9_", 22)
+        ),
         tail=_run_tail(rb"A-Za-z0-9_"),
     ),
     Rule(

@@ -132,7 +132,7 @@ class RedactedBytes:
 
 
 #: Bytes one search starts in, and how far past them it may read (at least LONGEST_MATCH).
-CHUNK = 512 * 1024
+CHUNK = 1024 * 1024
 OVERLAP = 64 * 1024
 #: How far back from an assignment operator a key name may start (blanks, quote, name).
 _KEY_SPAN = 256
