@@ -200,8 +200,10 @@ def show_cmd(ctx: Context) -> None:
 @click.option("-n", "limit", type=click.IntRange(1), default=None, help="Only the newest N.")
 @pass_ctx
 def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
-    """Every memory write, the sweep's included: when, who, from which session, before
-    and after; each line says which journal it is from (memory or sweep)."""
+    """Every memory write, the sweep's too: when, which journal, who, before and after.
+
+    Lines from the sweep's journal say "sweep", its owner and receipt; the others say
+    "memory" and the session the write came from."""
     import msgspec
 
     from tether.memory.journals import merged

@@ -123,7 +123,7 @@ SUMMARIES: Mapping[str, str] = {
 }
 MEMORY_SUMMARIES: Mapping[str, str] = {
     "add": "Add an identity entry (lands in each session's baseline at its next epoch).",
-    "journal": "Every memory write: when, who, from which session, before and after.",
+    "journal": "Every memory write, the sweep's too: when, which journal, who, before and after.",
     "note": "Write a trusted note (found by recall; the tiering job may promote it).",
     "recall": "Search memory (every epoch of every session, notes, pages, identity, facts).",
     "reindex": "Drop the index of session logs and build it again from the files.",
