@@ -16,9 +16,11 @@ from tether.core.scheduling import (
     RunRecord,
     check_job_name,
     job_session_id,
+    last_records,
     last_started,
     open_runs,
     pending_summaries,
+    retained_runs,
     scheduled_text,
     time_line,
 )
@@ -70,6 +72,48 @@ def test_open_runs_and_last_started() -> None:
         "a": T0 + timedelta(minutes=3),
         "b": T0 + timedelta(minutes=2),
     }
+
+
+_STATUS = st.sampled_from(["finished", "failed", "skipped"])
+
+
+@st.composite
+def ledgers(draw: st.DrawFn) -> list[RunRecord]:
+    """Ledgers as the scheduler writes them: each run a ``started`` then at most one end,
+    runs of a few jobs interleaved, sometimes an end left out (a dead daemon's run)."""
+    runs = draw(st.lists(st.tuples(st.sampled_from("abc"), _STATUS, st.booleans()), max_size=40))
+    out: list[RunRecord] = []
+    pending: list[tuple[str, str, str]] = []
+    for i, (name, end, ended) in enumerate(runs):
+        session = f"job-{name}-t{i}"
+        out.append(_run(i, name, session, "started"))
+        if ended:
+            pending.append((name, session, end))
+        # Ends land later, sometimes after other runs started.
+        while pending:
+            if not draw(st.booleans()):
+                break
+            done = pending.pop(0)
+            out.append(_run(i, done[0], done[1], done[2]))
+    return out
+
+
+@given(ledgers(), st.integers(min_value=0, max_value=12))
+def test_pruning_keeps_what_the_scheduler_reads(records: list[RunRecord], keep: int) -> None:
+    kept = retained_runs(records, keep)
+    assert open_runs(kept) == open_runs(records)
+    assert last_started(kept) == last_started(records)
+    assert last_records(kept) == last_records(records)
+    # Runs are kept whole and in order, and only so many of them.
+    assert [r for r in records if r in kept] == kept
+    sessions = {r.session for r in kept}
+    assert all(r in kept for r in records if r.session in sessions)
+    names = {r.name for r in records}
+    assert len(sessions) <= keep + 2 * len(names) + len(open_runs(records))
+    # The newest runs are the ones kept, and pruning again changes nothing.
+    newest = list(dict.fromkeys(r.session for r in reversed(records)))[:keep]
+    assert set(newest) <= sessions
+    assert retained_runs(kept, keep) == kept
 
 
 def test_pending_summaries() -> None:
