@@ -4,20 +4,24 @@ scheduler as the daemon wires it on the fake llama server and a clock the test m
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from daemon_helpers import ScheduledRuntime
+from daemon_helpers import ScheduledRuntime, tether
 from tether.core.scheduling import last_records, last_started, open_runs
+from tether.memory.indexer import index_home
+from tether.memory.recall import recall
 from tether.scheduler.ledger import MIN_SLACK, RunLedger
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama
 
 pytestmark = pytest.mark.anyio
 KEEP = 4
+TIERS = 3
 
 
 @pytest.fixture
@@ -29,6 +33,7 @@ def clock() -> StepClock:
 async def daemons(home: Path, fake: FakeLlama) -> AsyncIterator[list[ScheduledRuntime]]:
     (home / "tether.toml").write_text(
         f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n[jobs]\nkeep_runs = {KEEP}\n'
+        f"[memory]\ntiers_notes = {TIERS}\n"
     )
     made: list[ScheduledRuntime] = []
     yield made
@@ -116,3 +121,38 @@ def test_a_pruning_that_replaced_the_file_does_not_lose_an_append(home: Path) ->
     assert open_runs(records) == []
     assert records[-1].session == "job-brief-t99"
     assert len(records) <= 2 * 2 + MIN_SLACK + 2
+
+
+async def test_the_tier_listing_is_capped_for_the_job_and_the_command(
+    home: Path, fake: FakeLlama, clock: StepClock, daemons: list[ScheduledRuntime]
+) -> None:
+    write_job(home, "tier", "* * * * *")
+    d = ScheduledRuntime(home, clock)
+    daemons.append(d)
+    store = d.runtime.store
+    for i in range(10):
+        text = "The owner waters the ferns on Sundays" if i == 3 else f"Plain note {i}"
+        store.add_note(text, untrusted=False, session=None, time=clock.now())
+    index_home(home, store)
+    recall(store, "ferns sundays", 5, time=clock.now())
+    d.scheduler.tick()
+    await d.scheduler.idle()
+
+    listing = fake.requests[0].messages[-1]["content"]
+    noted = [x for x in listing.splitlines() if x.startswith("- note ")]
+    assert len(noted) == TIERS
+    assert any("ferns" in x for x in noted)  # the recalled one is among them
+    assert f"Notes ({TIERS} of 10, the most recalled):" in listing
+    assert "(7 more notes not listed" in listing
+
+    # The owner's command caps the same way, says so, and lists all on request.
+    text = tether(home, "memory", "tiers")
+    assert text.returncode == 0, text.stderr
+    assert "(7 more notes not listed" in text.stdout
+    assert "`tether memory tiers --all` lists every note" in text.stdout
+    every = tether(home, "memory", "tiers", "--all", "--json")
+    doc = json.loads(every.stdout)
+    assert (len(doc["notes"]), doc["more_notes"]) == (10, 0)
+    five = json.loads(tether(home, "memory", "tiers", "-n", "5", "--json").stdout)
+    assert (len(five["notes"]), five["more_notes"]) == (5, 5)
+    assert [n["id"] for n in five["notes"]] == sorted(n["id"] for n in five["notes"])

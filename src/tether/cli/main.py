@@ -134,8 +134,9 @@ MEMORY_SUMMARIES: Mapping[str, str] = {
     ),
     "show": "Identity entries (with the [id]s edits use) and notes.",
     "tiers": (
-        "Identity entries and notes with how often recall found each and when last (what the"
-        " tiering job reads); untrusted notes are marked."
+        "Identity entries and the most recalled notes with how often recall found each and"
+        " when last (what the tiering job reads); untrusted notes are marked, and a last line"
+        " says how many notes were left out."
     ),
 }
 
