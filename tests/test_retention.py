@@ -146,10 +146,10 @@ async def test_the_tier_listing_is_capped_for_the_job_and_the_command(
     assert "(7 more notes not listed" in listing
 
     # The owner's command caps the same way, says so, and lists all on request.
-    text = tether(home, "memory", "tiers")
-    assert text.returncode == 0, text.stderr
-    assert "(7 more notes not listed" in text.stdout
-    assert "`tether memory tiers --all` lists every note" in text.stdout
+    shown = tether(home, "memory", "tiers")
+    assert shown.returncode == 0, shown.stderr
+    assert "(7 more notes not listed" in shown.stdout
+    assert "`tether memory tiers --all` lists every note" in shown.stdout
     every = tether(home, "memory", "tiers", "--all", "--json")
     doc = json.loads(every.stdout)
     assert (len(doc["notes"]), doc["more_notes"]) == (10, 0)
