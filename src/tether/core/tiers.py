@@ -21,8 +21,8 @@ from tether.records import Note, RecallStat
 #: Characters of one item's text in the text listing (JSON keeps the whole text).
 ITEM_CHARS = 1000
 HEADING = (
-    "Memory listing: every identity entry and every note, with how many times recall "
-    "found it and when it was last found."
+    "Memory listing: every identity entry and the notes (the most recalled, when there are "
+    "many), with how many times recall found each and when it was last found."
 )
 UNTRUSTED_MARK = "UNTRUSTED, never promote"
 WITHHELD = "(text withheld: untrusted; the owner can read it with `tether memory tiers`)"
