@@ -29,6 +29,7 @@ from tether.cli.context import (
 from tether.cli.progress import terminal_meter
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
+from tether.records import JournalEntry
 from tether.scan.allow import ALLOW_FILE, home_allow
 
 # What one command alone needs is imported in it, when it runs: the group is one module,
@@ -199,16 +200,48 @@ def show_cmd(ctx: Context) -> None:
 @click.option("-n", "limit", type=click.IntRange(1), default=None, help="Only the newest N.")
 @pass_ctx
 def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
-    """Every memory write: when, who, from which session, before and after."""
+    """Every memory write, the sweep's included: when, who, from which session, before
+    and after; each line says which journal it is from (memory or sweep)."""
+    import msgspec
+
+    from tether.memory.journals import merged
+
     with ctx.store() as store:
         entries = store.journal(limit)
+    with ctx.sweep_reader() as sweep:
+        rows = sweep.journal_rows(limit)
+    listed = merged(entries, rows, limit)
     if as_json:
-        echo_json(entries)
+        out: list[dict[str, Any]] = []
+        for e in listed:
+            item = msgspec.to_builtins(e.entry)
+            if e.journal == "sweep":
+                item["session"] = None
+                item["evidence"] = _json_or_text(item["evidence"])
+            out.append({"journal": e.journal, **item})
+        echo_json(out)
         return
-    for j in entries:
-        where = f" session={j.session}" if j.session else ""
-        click.echo(f"{utc_stamp(j.time)} {j.who}{where} {j.action} {j.target}")
+    for e in listed:
+        j = e.entry
+        if isinstance(j, JournalEntry):
+            where = f" session={j.session}" if j.session else ""
+            click.echo(f"{utc_stamp(j.time)} memory {j.who}{where} {j.action} {j.target}")
+        else:
+            click.echo(
+                f"{utc_stamp(j.time)} sweep  {j.who} owner={j.owner} {j.action} {j.target}"
+                f"  receipt={j.receipt_id}"
+            )
         echo_change(j.before, j.after)
+
+
+def _json_or_text(text: str) -> Any:
+    """A sweep row's evidence as ``tether sweep journal --json`` prints it: its JSON."""
+    import msgspec
+
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
 
 
 @click.command("add", cls=FreeTextCommand)

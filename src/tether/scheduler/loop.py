@@ -96,6 +96,8 @@ class Scheduler:
             self.cron.jobs = jobs
         cron = tuple(self.cron.tick(now))
         beat = self.heartbeat.tick(now)
+        if self.agent.budget is not None:
+            self.agent.budget.flush_stale()  # a settle no next call has carried yet
         return TickReport(heartbeat=beat, cron=cron)
 
     def _scheduled(self) -> list[asyncio.Task[None]]:
