@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from tether.config import Config
 from tether.errors import BadInputError
 from tether.ports import Store, SweepStore
@@ -61,4 +63,63 @@ def open_sweep_store(home: Path, config: Config, *, migrate: bool = True) -> Swe
     return SqliteSweepStore(sqlite_path(home, config), migrate=migrate)
 
 
-__all__ = ["DB_FILE", "SqliteStore", "open_store", "open_sweep_store", "sqlite_path"]
+class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``tether doctor`` and ``tether store migrate`` say of the store."""
+
+    backend: str  # "sqlite" or "postgresql"
+    where: str  # the file, or the URL without its password
+    owner: str | None  # PostgreSQL: the owner whose schema this is
+    server_version: str  # SQLite's library version, or the server's
+    level: int  # the migration level now (PostgreSQL: both schemas' one track)
+    known: int  # the level this tether knows
+    sweep_level: int | None = None  # SQLite: the sweep's own track
+    sweep_known: int | None = None
+
+
+def migrate_store(home: Path, config: Config) -> StoreInfo:
+    """Bring the store to the schema this tether knows (idempotent; safe beside another
+    process doing the same: SQLite's write lock, PostgreSQL's advisory lock) and say
+    where it stands. A store newer than this tether raises StoreVersionError."""
+    if config.store.postgres:
+        _postgres()
+        from tether.stores import postgres_schema
+        from tether.stores.postgres import PostgresStore
+
+        with PostgresStore(config.store.url, config.store.owner) as pg:
+            return StoreInfo(
+                backend="postgresql",
+                where=pg.path,
+                owner=config.store.owner,
+                server_version=pg.pg.server_version(),
+                level=pg.schema_version(),
+                known=postgres_schema.KNOWN,
+            )
+    import sqlite3
+
+    from tether.stores.migrations import MIGRATIONS
+    from tether.stores.sqlite_sweep import SqliteSweepStore
+    from tether.stores.sqlite_sweep_schema import SWEEP_MIGRATIONS
+
+    path = sqlite_path(home, config)
+    with SqliteStore(path) as main, SqliteSweepStore(path) as sweep:
+        return StoreInfo(
+            backend="sqlite",
+            where=str(path),
+            owner=None,
+            server_version=sqlite3.sqlite_version,
+            level=main.schema_version(),
+            known=len(MIGRATIONS),
+            sweep_level=sweep.schema_version(),
+            sweep_known=len(SWEEP_MIGRATIONS),
+        )
+
+
+__all__ = [
+    "DB_FILE",
+    "SqliteStore",
+    "StoreInfo",
+    "migrate_store",
+    "open_store",
+    "open_sweep_store",
+    "sqlite_path",
+]

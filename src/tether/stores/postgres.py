@@ -48,6 +48,8 @@ from tether.stores.sqlite_search import EPOCH, MICRO
 Conn = psycopg.Connection[Any]
 _ASIDE = frozenset({"assistant", "tool_call", "summary"})
 _tags = msgspec.json.Decoder(tuple[str, ...])
+#: The ``mirror`` row that stamps each mirrored kind.
+_MIRRORED = {"identity": "identity", "fact": "facts"}
 #: The advisory lock every write of ``doc`` takes: it keeps the row and token counters
 #: (bm25's N and average length) exact, and ``newest``'s ids in commit order.
 INDEX_LOCK = "index"
@@ -338,21 +340,28 @@ class PostgresStore(PostgresDays):
         c.execute(
             "INSERT INTO mirror (name, value) VALUES (%s, %s)"
             " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            ("identity" if kind == "identity" else "facts", value),
+            (_MIRRORED[kind], value),
         )
 
     def identity_stamp(self) -> str | None:
-        return cast("str | None", self._r("reading the identity stamp", lambda c: self._stamp(c, "identity")))
+        return cast(
+            "str | None",
+            self._r("reading the identity stamp", lambda c: self._stamp(c, "identity")),
+        )
 
     def replace_identity(self, entries: Sequence[Entry], *, stamp: str, time: datetime) -> None:
         at = _micros(time)
         rows = [(f"identity:{e.id}", e.text, at) for e in entries]
         self._w(
-            "indexing identity", lambda c: self._mirror(c, "identity", rows, stamp), guard=INDEX_LOCK
+            "indexing identity",
+            lambda c: self._mirror(c, "identity", rows, stamp),
+            guard=INDEX_LOCK,
         )
 
     def facts_stamp(self) -> str | None:
-        return cast("str | None", self._r("reading the facts stamp", lambda c: self._stamp(c, "facts")))
+        return cast(
+            "str | None", self._r("reading the facts stamp", lambda c: self._stamp(c, "facts"))
+        )
 
     def replace_facts(self, facts: Sequence[Fact], *, stamp: str, expect: str | None) -> bool:
         rows = [(f"fact:{f.id}", f.text, _micros(f.updated_at)) for f in facts]
@@ -391,9 +400,7 @@ class PostgresStore(PostgresDays):
     ) -> list[Found]:
         return cast(
             "list[Found]",
-            self._r(
-                "searching", lambda c: search.newest(c, query, k, within=within, only=only)
-            ),
+            self._r("searching", lambda c: search.newest(c, query, k, within=within, only=only)),
         )
 
     def row_count(self) -> int:

@@ -232,7 +232,11 @@ class PgStore:
                 raise StoreError(self.where, f"{doing}: {why}") from None
 
     def server_version(self) -> str:
-        row = self.run("reading the server version", lambda c: c.execute("SHOW server_version").fetchone(), write=False)
+        row = self.run(
+            "reading the server version",
+            lambda c: c.execute("SHOW server_version").fetchone(),
+            write=False,
+        )
         return str(row[0]) if row else "unknown"
 
     def close(self) -> None:

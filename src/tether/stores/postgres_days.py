@@ -24,8 +24,8 @@ from tether.records import (
     SessionMeta,
     SessionState,
     SpendRow,
-    SpentToday,
     SpendState,
+    SpentToday,
 )
 from tether.stores import sqlite_budget
 from tether.stores.sqlite_days import (

@@ -76,9 +76,7 @@ def _ranked(
         idf = _idf(n_rows, int(hits.fetchone()[0]))  # type: ignore[index]
         w = r.weight if weights else 1.0
         # bm25's share of this term: idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl))
-        share = (
-            "(%s * ((tf * %s) / (tf + %s * ((1 - %s::float8) + (%s * d.len::float8) / %s))))"
-        )
+        share = "(%s * ((tf * %s) / (tf + %s * ((1 - %s::float8) + (%s * d.len::float8) / %s))))"
         parts.append(
             "SELECT id, CASE WHEN aside THEN %s * (%s * s) ELSE %s * s END AS s FROM"
             f" (SELECT d.id, d.aside, {share} AS s FROM"
@@ -147,7 +145,9 @@ def newest(
     return [_found(r) for r in rows]
 
 
-def count_matches(c: psycopg.Connection[Any], queries: Sequence[SearchQuery], cap: int) -> list[int]:
+def count_matches(
+    c: psycopg.Connection[Any], queries: Sequence[SearchQuery], cap: int
+) -> list[int]:
     out: list[int] = []
     for q in queries:
         match = text.whole(q)

@@ -120,7 +120,9 @@ class PostgresSweepTx:
             "sweep_cursor",
             "sweep_stage",
         ):
-            deleted += self._c.execute(f"DELETE FROM {table} WHERE owner = %s", (owner_id,)).rowcount
+            deleted += self._c.execute(
+                f"DELETE FROM {table} WHERE owner = %s", (owner_id,)
+            ).rowcount
         return deleted
 
     # -- facts and triggers ---------------------------------------------------------

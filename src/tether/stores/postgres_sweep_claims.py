@@ -86,7 +86,9 @@ class PostgresClaims:
         """Owner-days by state (``open``, ``claimed``, ``done``)."""
         rows = self.pg.run(
             "counting owner-days",
-            lambda c: c.execute("SELECT state, count(*) FROM sweep_claim GROUP BY state").fetchall(),
+            lambda c: c.execute(
+                "SELECT state, count(*) FROM sweep_claim GROUP BY state"
+            ).fetchall(),
             write=False,
         )
         return {str(r[0]): int(r[1]) for r in rows}
