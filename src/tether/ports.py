@@ -357,8 +357,9 @@ class OwnerClaims(Protocol):
         for ``lease``; None when there is none. Never waits on another worker's claim."""
 
     def finish(self, day: ClaimedDay, outcome: str) -> bool:
-        """Mark the day done, if ``day.claimant`` still holds it (False: its lease ran
-        out and another worker took it over)."""
+        """Mark the day done (``outcome`` ``complete``) or hand it back to be offered
+        again (any other), if ``day.claimant`` still holds it (False: its lease ran out
+        and another worker took it over)."""
 
     def counts(self) -> dict[str, int]:
         """Owner-days by state: ``open``, ``claimed``, ``done``."""

@@ -71,14 +71,24 @@ class PostgresClaims:
         )
 
     def finish(self, day: ClaimedDay, outcome: str) -> bool:
-        found = self.pg.run(
-            "finishing an owner-day",
-            lambda c: c.execute(
+        """A ``complete`` day is marked done; any other outcome hands the day back (its
+        row goes, so the next pass offers it again). Only while still the caller's."""
+        if outcome == "complete":
+            sql = (
                 "UPDATE sweep_claim SET state = 'done', outcome = %s, lease_until = NULL"
                 " WHERE owner = %s AND local_date = %s AND claimant = %s AND state = 'claimed'"
-                " RETURNING 1",
-                (outcome, day.owner, day.local_date.isoformat(), day.claimant),
-            ).fetchone(),
+                " RETURNING 1"
+            )
+            params: tuple[object, ...] = (outcome, day.owner, day.local_date.isoformat())
+        else:
+            sql = (
+                "DELETE FROM sweep_claim WHERE owner = %s AND local_date = %s"
+                " AND claimant = %s AND state = 'claimed' RETURNING 1"
+            )
+            params = (day.owner, day.local_date.isoformat())
+        found = self.pg.run(
+            "finishing an owner-day",
+            lambda c: c.execute(sql, (*params, day.claimant)).fetchone(),
         )
         return found is not None
 
