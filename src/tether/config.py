@@ -91,11 +91,27 @@ class HeartbeatConfig(_Section, frozen=True):
 
 
 class StoreConfig(_Section, frozen=True):
+    #: Empty: SQLite at ``<home>/tether.db``; ``sqlite:///PATH``: SQLite at PATH (relative
+    #: to the home); ``postgresql://...``: a PostgreSQL database (extra tether[postgres]).
     url: str = ""
+    #: Whose memory this home is in a shared PostgreSQL database: every read and write is
+    #: scoped to it (its own schema, ``tether_<owner>``). Unused by SQLite.
+    owner: str = "owner"
 
     def __post_init__(self) -> None:
-        if self.url and not self.url.startswith(("postgresql://", "postgres://")):
-            raise ValueError("Expected empty (SQLite) or a postgresql:// URL - at `$.url`")
+        if self.url and not self.url.startswith(("postgresql://", "postgres://", "sqlite:///")):
+            raise ValueError(
+                "Expected empty (SQLite), sqlite:///PATH or a postgresql:// URL - at `$.url`"
+            )
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,47}", self.owner):
+            raise ValueError(
+                "Expected 1 to 48 characters of a-z, 0-9, '-' and '_', starting with a letter"
+                f" or digit, got {self.owner!r} - at `$.owner`"
+            )
+
+    @property
+    def postgres(self) -> bool:
+        return self.url.startswith(("postgresql://", "postgres://"))
 
 
 def _check_tools(names: tuple[str, ...], at: str) -> None:

@@ -45,6 +45,7 @@ COMMANDS: Mapping[str, str] = {
     "transcripts": "commands_hook",
     "ui": "commands_ui",
     "mcp": "commands_mcp",
+    "store": "commands_store",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -108,6 +109,7 @@ SUMMARIES: Mapping[str, str] = {
     ),
     "session": "Inspect sessions.",
     "sessions": "Bring sessions in from elsewhere.",
+    "store": "The store: SQLite in the home, or a shared PostgreSQL database ([store] url).",
     "sweep": "The daily memory sweep.",
     "transcripts": (
         "Harness transcripts into the corpus, and their facts (the owner's explicit lane)."
