@@ -51,7 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -63,6 +63,7 @@ from tether.config import Config
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall, recall_sessions
+from tether.ports import Store
 from tether.stores.sqlite import SqliteStore
 
 DATA = (
@@ -175,12 +176,43 @@ def import_lines(q: Question) -> tuple[list[bytes], Keys]:
     return lines, keys
 
 
+class Backend:
+    """``--backend postgres``: the PostgreSQL database each question gets its own owner
+    schema in (dropped after); None is SQLite in the question's home. (Set before the
+    worker processes fork, so each has it.)"""
+
+    postgres: str | None = None
+
+
+def open_db(home: Path, q: Question) -> Store:
+    """The question's store: SQLite in its home, or its own schema in ``Backend.postgres``."""
+    if Backend.postgres is None:
+        return SqliteStore(home / "tether.db")
+    from tether.stores.postgres import PostgresStore
+
+    return PostgresStore(Backend.postgres, _pg_owner(q))
+
+
+def _pg_owner(q: Question) -> str:
+    return "lme-" + hashlib.sha256(q.question_id.encode()).hexdigest()[:16]
+
+
+def drop_db(q: Question) -> None:
+    if Backend.postgres is None:
+        return
+    import psycopg
+
+    with psycopg.connect(Backend.postgres, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "tether_{_pg_owner(q)}" CASCADE')
+
+
 def build_home(q: Question, home: Path, lines: Sequence[bytes]) -> None:
     """A fresh home holding ``q``'s haystack, imported the way ``tether sessions import`` does."""
     init_home(home)
     src = home.parent / f"{home.name}.import.jsonl"
     src.write_bytes(b"\n".join(lines) + b"\n")
-    with SqliteStore(home / "tether.db") as store:
+    drop_db(q)
+    with closing(open_db(home, q)) as store:
         import_jsonl(
             home,
             src,
@@ -201,7 +233,7 @@ class Rankings:
     ms: float = 0.0  # time to answer (both recalls)
 
 
-def tether_rankings(store: SqliteStore, q: Question, keys: Keys) -> Rankings:
+def tether_rankings(store: Store, q: Question, keys: Keys) -> Rankings:
     now = parse_date(q.question_date)
     start = time.perf_counter()
     hits = recall(store, q.question, max(TURN_KS), time=now)
@@ -311,8 +343,11 @@ def run_question(q: Question) -> Result:
     with tempfile.TemporaryDirectory(prefix="tether-lme-") as tmp:
         home = Path(tmp) / "home"
         build_home(q, home, lines)
-        with SqliteStore(home / "tether.db") as store:
-            ours = tether_rankings(store, q, keys)
+        try:
+            with closing(open_db(home, q)) as store:
+                ours = tether_rankings(store, q, keys)
+        finally:
+            drop_db(q)
     result.tether = figures(ours, keys)
     result.bm25 = figures(bm25_rankings(q, keys), keys)
     result.ms = ours.ms
@@ -428,7 +463,18 @@ def main() -> None:
         action="store_true",
         help="list the questions that miss session R@5 or turn R@10, with gold ranks (stderr)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="postgres: each question in its own schema of $TETHER_TEST_POSTGRES (or --pg)",
+    )
+    parser.add_argument("--pg", default=os.environ.get("TETHER_TEST_POSTGRES"))
     args = parser.parse_args()
+    if args.backend == "postgres":
+        if not args.pg:
+            sys.exit("--backend postgres needs --pg URL or TETHER_TEST_POSTGRES")
+        Backend.postgres = args.pg
     try:
         import bm25s  # noqa: F401
     except ImportError:

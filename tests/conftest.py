@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+import pg_helpers
 from daemon_helpers import daemon_home
 from tether.config import load_config
 from tether.daemon.compose import Runtime, build_runtime
 from tether.home import init_home
+from tether.ports import Store
 from tether.scan.screen import Screened, screen
+from tether.stores.sqlite import SqliteStore
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama
 
@@ -73,3 +76,31 @@ def short_home(fake: FakeLlama) -> Iterator[Path]:
     module's ``fake`` server."""
     with daemon_home(fake.url) as home:
         yield home
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """This run's own PostgreSQL database (skips the test where no server is set)."""
+    if pg_helpers.server() is None:
+        pytest.skip(f"{pg_helpers.ENV} is not set (no PostgreSQL)")
+    with pg_helpers.fresh_database() as url:
+        yield url
+
+
+@pytest.fixture(params=pg_helpers.BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` or ``postgres``: a contract test runs once per backend."""
+    return str(request.param)
+
+
+@pytest.fixture
+def any_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A fresh main store on ``backend`` (PostgreSQL: a new owner's schema)."""
+    if backend == "sqlite":
+        s: Store = SqliteStore(tmp_path / "tether.db")
+    else:
+        from tether.stores.postgres import PostgresStore
+
+        s = PostgresStore(request.getfixturevalue("pg_url"), pg_helpers.new_owner())
+    yield s
+    s.close()

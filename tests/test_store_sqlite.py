@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -12,7 +11,8 @@ import pytest
 
 from search_helpers import words
 from tether.config import Config, StoreConfig
-from tether.errors import BadInputError, StoreError, StoreVersionError
+from tether.errors import StoreError, StoreVersionError
+from tether.ports import Store
 from tether.records import IndexCursor, JournalEntry, LogField, LogRow, Page
 from tether.stores import open_store
 from tether.stores.migrations import MIGRATIONS, statements
@@ -27,10 +27,9 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(db_path)
-    yield s
-    s.close()
+def store(any_store: Store) -> Store:
+    """The contract tests below run on every backend (``conftest.backend``)."""
+    return any_store
 
 
 def raw(path: Path) -> sqlite3.Connection:
@@ -59,8 +58,9 @@ def cursor(path: str = "s1/0.jsonl", offset: int = 100, turn: int = 1) -> IndexC
 # -- the file ----------------------------------------------------------------------------
 
 
-def test_new_store_is_wal_and_fully_migrated(store: SqliteStore, db_path: Path) -> None:
-    assert store.schema_version() == len(MIGRATIONS)
+def test_new_store_is_wal_and_fully_migrated(db_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        assert store.schema_version() == len(MIGRATIONS)
     conn = raw(db_path)
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -103,27 +103,36 @@ def test_a_store_in_a_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
         SqliteStore(tmp_path / "no" / "such" / "dir" / "tether.db")
 
 
-def test_closed_store_refuses_work_and_close_is_idempotent(store: SqliteStore) -> None:
+def test_closed_store_refuses_work_and_close_is_idempotent(store: Store) -> None:
     store.close()
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.notes()
 
 
-def test_open_store_sqlite_in_home_and_postgres_refused(tmp_path: Path) -> None:
+def test_open_store_sqlite_in_home_or_at_its_url(tmp_path: Path) -> None:
     s = open_store(tmp_path, Config())
     try:
         assert (tmp_path / "tether.db").is_file()
     finally:
         s.close()
-    cfg = Config(store=StoreConfig(url="postgresql://me:secret@db/tether"))
-    with pytest.raises(BadInputError, match="PostgreSQL is not supported yet") as info:
+    s = open_store(tmp_path, Config(store=StoreConfig(url="sqlite:///elsewhere.db")))
+    try:
+        assert (tmp_path / "elsewhere.db").is_file()
+    finally:
+        s.close()
+
+
+def test_a_postgres_server_that_does_not_answer_is_a_clear_error(tmp_path: Path) -> None:
+    # Port 9 (discard) on this machine: nothing listens, so the connection is refused.
+    cfg = Config(store=StoreConfig(url="postgresql://me:secret@127.0.0.1:9/tether"))
+    with pytest.raises(StoreError, match="cannot connect") as info:
         open_store(tmp_path, cfg)
     assert "secret" not in str(info.value)
-    assert info.value.exit_code == 2
+    assert "postgresql://me@127.0.0.1:9/tether" in str(info.value)
 
 
-def test_usable_from_another_thread(store: SqliteStore) -> None:
+def test_usable_from_another_thread(store: Store) -> None:
     out: list[int] = []
     errors: list[BaseException] = []
 
@@ -153,7 +162,7 @@ def test_two_store_objects_on_one_file_see_each_others_writes(db_path: Path) -> 
 # -- notes and pages -----------------------------------------------------------------------
 
 
-def test_notes_are_searchable_when_written_and_tagged_by_trust(store: SqliteStore) -> None:
+def test_notes_are_searchable_when_written_and_tagged_by_trust(store: Store) -> None:
     local = datetime(2026, 11, 1, 10, tzinfo=timezone(timedelta(hours=1)))
     a = store.add_note("owner prefers green tea", untrusted=False, session=None, time=local)
     b = store.add_note("the page said: prefers coffee", untrusted=True, session="s9", time=T0)
@@ -167,7 +176,7 @@ def test_notes_are_searchable_when_written_and_tagged_by_trust(store: SqliteStor
     assert hits["note:1"].session is None
 
 
-def test_pages_roundtrip_and_a_rewrite_replaces_what_is_found(store: SqliteStore) -> None:
+def test_pages_roundtrip_and_a_rewrite_replaces_what_is_found(store: Store) -> None:
     page = Page(
         slug="people/ann",
         title="Ann",
@@ -201,7 +210,7 @@ def test_pages_roundtrip_and_a_rewrite_replaces_what_is_found(store: SqliteStore
 # -- journal and recalls -----------------------------------------------------------------
 
 
-def test_journal_appends_with_ids_and_limit_gives_the_newest(store: SqliteStore) -> None:
+def test_journal_appends_with_ids_and_limit_gives_the_newest(store: Store) -> None:
     entries = [
         store.journal_append(
             JournalEntry(
@@ -221,7 +230,7 @@ def test_journal_appends_with_ids_and_limit_gives_the_newest(store: SqliteStore)
     assert [e.target for e in store.journal(2)] == ["note:3", "note:4"]
 
 
-def test_recall_stats_count_and_last_time(store: SqliteStore) -> None:
+def test_recall_stats_count_and_last_time(store: Store) -> None:
     store.record_recalls(["turn:s1:4", "note:1"], T0)
     store.record_recalls(["turn:s1:4"], T0 + timedelta(hours=2))
     store.record_recalls([], T0 + timedelta(hours=3))
@@ -235,7 +244,7 @@ def test_recall_stats_count_and_last_time(store: SqliteStore) -> None:
 # -- the log index -----------------------------------------------------------------------
 
 
-def test_index_rows_and_cursor_move_together(store: SqliteStore) -> None:
+def test_index_rows_and_cursor_move_together(store: Store) -> None:
     assert store.index_cursor("s1/0.jsonl") is None
     store.index_log_rows([row("s1", 1, "we booked the Lantern restaurant")], cursor())
     assert store.index_cursor("s1/0.jsonl") == cursor()
@@ -247,7 +256,7 @@ def test_index_rows_and_cursor_move_together(store: SqliteStore) -> None:
     assert store.index_cursor("s1/0.jsonl") == cursor(offset=200, turn=2)
 
 
-def test_summary_rows_are_their_own_kind_and_keep_their_taint(store: SqliteStore) -> None:
+def test_summary_rows_are_their_own_kind_and_keep_their_taint(store: Store) -> None:
     store.index_log_rows(
         [row("s1", 2, "fetched page about otters", field="summary", tainted=True)], cursor()
     )
@@ -255,7 +264,7 @@ def test_summary_rows_are_their_own_kind_and_keep_their_taint(store: SqliteStore
     assert (hit.kind, hit.tag) == ("summary", "memory-tainted")
 
 
-def test_reset_index_keeps_notes_pages_journal_and_recalls(store: SqliteStore) -> None:
+def test_reset_index_keeps_notes_pages_journal_and_recalls(store: Store) -> None:
     store.index_log_rows([row("s1", 1, "apple pie recipe")], cursor())
     store.add_note("apple trees need pruning", untrusted=False, session=None, time=T0)
     store.put_page(
@@ -301,7 +310,7 @@ def test_reset_index_keeps_notes_pages_journal_and_recalls(store: SqliteStore) -
     ]
 
 
-def test_search_ranks_best_first_and_newest_takes_the_latest(store: SqliteStore) -> None:
+def test_search_ranks_best_first_and_newest_takes_the_latest(store: Store) -> None:
     rows = [row("s1", i, "tea " * (1 if i != 3 else 4) + f"filler {i}") for i in range(1, 7)]
     store.index_log_rows(rows, cursor())
     ranked = store.search(words("tea"), 6)
@@ -316,7 +325,7 @@ def test_search_ranks_best_first_and_newest_takes_the_latest(store: SqliteStore)
     assert store.newest(words("coffee"), 5) == []
 
 
-def test_search_terms_may_require_every_term(store: SqliteStore) -> None:
+def test_search_terms_may_require_every_term(store: Store) -> None:
     store.index_log_rows([row("s1", 1, "tea filler"), row("s1", 2, "tea tea")], cursor())
     assert {f.turn for f in store.search_terms(words("tea", "filler"), 5, aside=0.3)} == {1, 2}
     both = store.search_terms(words("tea", "filler", require="all"), 5, aside=0.3)
@@ -324,7 +333,7 @@ def test_search_terms_may_require_every_term(store: SqliteStore) -> None:
     assert [f.turn for f in store.search_terms(words("tea", require="all"), 5, aside=0.3)] == [2, 1]
 
 
-def test_count_matches_is_capped(store: SqliteStore) -> None:
+def test_count_matches_is_capped(store: Store) -> None:
     store.index_log_rows([row("s1", i, f"tea {i}") for i in range(1, 11)], cursor())
     counted = [words("tea"), words("coffee"), words("tea", "5", require="all"), words()]
     assert store.count_matches(counted, 4) == [4, 0, 1, 0]
@@ -342,14 +351,14 @@ def test_a_search_sqlite_refuses_is_a_store_error_not_a_crash(db_path: Path) -> 
         store.search(words("tea"), 5)
 
 
-def test_an_empty_query_finds_nothing(store: SqliteStore) -> None:
+def test_an_empty_query_finds_nothing(store: Store) -> None:
     store.index_log_rows([row("s1", 1, "tea")], cursor())
     assert store.search(words(), 5) == []
     assert store.search_terms(words(), 5, aside=0.3) == []
     assert store.newest(words(), 5) == []
 
 
-def test_naive_times_are_refused(store: SqliteStore) -> None:
+def test_naive_times_are_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="naive"):
         store.add_note("x", untrusted=False, session=None, time=datetime(2026, 1, 1))
     assert store.notes() == []

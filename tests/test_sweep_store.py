@@ -1,5 +1,5 @@
-"""SweepStore contract tests. Written against the port: a PostgreSQL store joins the
-``backend`` parameter when it lands and must pass the same tests."""
+"""SweepStore contract tests, written against the port: every test taking ``store`` runs
+on SQLite and on PostgreSQL (when ``TETHER_TEST_POSTGRES`` names a server)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import pg_helpers
 from tether.core.sweep.state import Cursor, Fact, JournalRow, Owner, Receipt, StagedPacket
-from tether.errors import StoreVersionError
+from tether.errors import StoreError, StoreVersionError
 from tether.ports import SweepStore
 from tether.stores.sqlite import SqliteStore
 from tether.stores.sqlite_sweep import SqliteSweepStore
@@ -21,9 +22,14 @@ from tether.stores.sqlite_sweep_schema import SWEEP_MIGRATIONS
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
 
 
-@pytest.fixture(params=["sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SweepStore]:
-    s = SqliteSweepStore(tmp_path / "tether.db")
+@pytest.fixture
+def store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SweepStore]:
+    if backend == "sqlite":
+        s: SweepStore = SqliteSweepStore(tmp_path / "tether.db")
+    else:
+        from tether.stores.postgres_sweep import PostgresSweepStore
+
+        s = PostgresSweepStore(request.getfixturevalue("pg_url"), pg_helpers.new_owner())
     yield s
     s.close()
 
@@ -110,7 +116,7 @@ def test_rows_round_trip(store: SweepStore) -> None:
 def test_one_active_fact_per_slot_and_one_journal_entry_per_receipt(store: SweepStore) -> None:
     with store.transaction() as tx:
         tx.put_fact(fact_row())
-    with pytest.raises(Exception, match="UNIQUE"), store.transaction() as tx:
+    with pytest.raises(StoreError, match=r"(?i)unique"), store.transaction() as tx:
         tx.put_fact(fact_row())
     row = JournalRow(
         owner="alice",
@@ -125,7 +131,7 @@ def test_one_active_fact_per_slot_and_one_journal_entry_per_receipt(store: Sweep
     )
     with store.transaction() as tx:
         tx.append_journal(row)
-    with pytest.raises(Exception, match="UNIQUE"), store.transaction() as tx:
+    with pytest.raises(StoreError, match=r"(?i)unique"), store.transaction() as tx:
         tx.append_journal(row)
     with store.transaction(write=False) as tx:
         assert len(tx.facts("alice")) == 1

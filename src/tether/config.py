@@ -56,6 +56,15 @@ class SlotsConfig(_Section, frozen=True):
 
 class MemoryConfig(_Section, frozen=True):
     block_tokens: PositiveInt = 3000
+    #: Notes in the tiering listing (the tier job's text, ``memory tiers``): the most
+    #: recalled; a line says how many more there are.
+    tiers_notes: PositiveInt = 200
+
+
+class JobsConfig(_Section, frozen=True):
+    #: Runs ``jobs/runs.jsonl`` keeps (plus each job's last start and record, and runs
+    #: still open, whatever their age).
+    keep_runs: PositiveInt = 1000
 
 
 class CompactConfig(_Section, frozen=True):
@@ -82,11 +91,27 @@ class HeartbeatConfig(_Section, frozen=True):
 
 
 class StoreConfig(_Section, frozen=True):
+    #: Empty: SQLite at ``<home>/tether.db``; ``sqlite:///PATH``: SQLite at PATH (relative
+    #: to the home); ``postgresql://...``: a PostgreSQL database (extra tether[postgres]).
     url: str = ""
+    #: Whose memory this home is in a shared PostgreSQL database: every read and write is
+    #: scoped to it (its own schema, ``tether_<owner>``). Unused by SQLite.
+    owner: str = "owner"
 
     def __post_init__(self) -> None:
-        if self.url and not self.url.startswith(("postgresql://", "postgres://")):
-            raise ValueError("Expected empty (SQLite) or a postgresql:// URL - at `$.url`")
+        if self.url and not self.url.startswith(("postgresql://", "postgres://", "sqlite:///")):
+            raise ValueError(
+                "Expected empty (SQLite), sqlite:///PATH or a postgresql:// URL - at `$.url`"
+            )
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,47}", self.owner):
+            raise ValueError(
+                "Expected 1 to 48 characters of a-z, 0-9, '-' and '_', starting with a letter"
+                f" or digit, got {self.owner!r} - at `$.owner`"
+            )
+
+    @property
+    def postgres(self) -> bool:
+        return self.url.startswith(("postgresql://", "postgres://"))
 
 
 def _check_tools(names: tuple[str, ...], at: str) -> None:
@@ -264,6 +289,7 @@ class Config(_Section, frozen=True):
     memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     compact: CompactConfig = msgspec.field(default_factory=CompactConfig)
     heartbeat: HeartbeatConfig = msgspec.field(default_factory=HeartbeatConfig)
+    jobs: JobsConfig = msgspec.field(default_factory=JobsConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     sweep: SweepConfig = msgspec.field(default_factory=SweepConfig)

@@ -2,7 +2,8 @@
 
 Each line names a class, what it means and, in parentheses at the end, what it carries.
 A class exits as its parent does: ``exit N`` on a line is where the code changes, so
-everything exits 1 but what hangs off ``BadInputError`` or ``NotFoundError`` (exit 2).
+everything exits 1 but what hangs off ``BadInputError`` or ``NotFoundError`` (exit 2), and
+``StoreVersionError`` (exit 2: upgrade tether).
 Most classes live here; one raised by a single use case lives next to it, and its line
 starts with that module (``[agent.turn]`` is ``tether.agent.turn``); a line without one
 lives where its parent does. ``tests/test_errors.py`` checks the drawing against the
@@ -45,7 +46,7 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     ├── NotFoundError                exit 2: a home, session or file that does not exist
     │   └── UnknownOwnerError        [core.sweep.errors] no such sweep owner (owner)
     ├── StoreError                   the store (tether.db) cannot be opened or used (path)
-    │   └── StoreVersionError        a database migrated by a newer tether (its version, ours)
+    │   └── StoreVersionError        exit 2: a database from a newer tether (its version, ours)
     ├── SessionError                 a session directory that cannot be opened as it is
     │   ├── CorruptLogError          a malformed record in the middle of a log (file, line)
     │   ├── MissingCarryError        epoch n > 0 whose previous log has no EpochEnd
@@ -236,6 +237,8 @@ class StoreError(TetherError):
 
 class StoreVersionError(StoreError):
     """The database was migrated by a newer tether; this one refuses to touch it."""
+
+    exit_code = 2  # the owner must upgrade tether: nothing was changed
 
     def __init__(self, path: Path | str, found: int, known: int) -> None:
         super().__init__(

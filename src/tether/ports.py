@@ -12,15 +12,15 @@ typed, never dicts, and live in ``tether.records`` (memory, inference) or ``teth
 
 The Store holds everything that is not a session log: the full-text index over logs,
 notes, pages, the journal of memory writes, and the recalls log. SQLite
-(``stores/sqlite.py``) is the embedded default; PostgreSQL will implement the same
-contract and pass the same tests.
+(``stores/sqlite.py``) is the embedded default; PostgreSQL (``stores/postgres.py``)
+implements the same contract and passes the same tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Protocol
 
 from tether.core.memory_block import Entry
@@ -29,6 +29,7 @@ from tether.core.sweep.packet import DailySweepInput, Incomplete
 from tether.core.sweep.windows import Window
 from tether.records import (
     BudgetReason,
+    ClaimedDay,
     Completion,
     CompletionRequest,
     EpochSummary,
@@ -353,6 +354,33 @@ class SweepStore(Protocol):
         while its day is still not in progress; its digest follows), in one sweep write
         transaction, zeroing what is freed; then truncate the write-ahead log. Per edit,
         whether it was made; and whether the log was truncated."""
+
+
+class OwnerClaims(Protocol):
+    """Owner-days that sweep workers share out (PostgreSQL: ``FOR UPDATE SKIP LOCKED``
+    and a lease on the server's clock)."""
+
+    def offer(self, days: Sequence[tuple[str, date]]) -> int:
+        """Make these (owner, local date) pairs claimable, each once however often it is
+        offered; how many were new."""
+
+    def claim(self, claimant: str, lease: timedelta) -> ClaimedDay | None:
+        """The oldest open owner-day (or one whose lease ran out), held by ``claimant``
+        for ``lease``; None when there is none. Never waits on another worker's claim."""
+
+    def finish(self, day: ClaimedDay, outcome: str) -> bool:
+        """Mark the day done (``outcome`` ``complete``) or hand it back to be offered
+        again (any other), if ``day.claimant`` still holds it (False: its lease ran out
+        and another worker took it over)."""
+
+    def counts(self) -> dict[str, int]:
+        """Owner-days by state: ``open``, ``claimed``, ``done``."""
+
+
+class ClaimingStore(SweepStore, Protocol):
+    """A sweep store that several worker processes share (PostgreSQL)."""
+
+    def claims(self) -> OwnerClaims: ...
 
 
 class Llm(Protocol):

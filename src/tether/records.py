@@ -11,7 +11,7 @@ UTC ``time``. These types are pure data; reading and writing files is ``tether.s
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -552,3 +552,14 @@ class SessionDigest(msgspec.Struct, frozen=True, kw_only=True):
     content_hash: str
     text: str
     time: UtcTime
+
+
+class ClaimedDay(msgspec.Struct, frozen=True, kw_only=True):
+    """An owner-day a sweep worker holds (``OwnerClaims.claim``): who holds it and how
+    many times it has been claimed (more than once: a worker before this one died or
+    stalled past its lease)."""
+
+    owner: str
+    local_date: date
+    claimant: str
+    attempts: int

@@ -45,6 +45,8 @@ class Report:
     #: Slot role -> n_ctx as the backend reports it (None: not reported).
     n_ctx: dict[str, int | None] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
+    #: The store (``stores.StoreInfo``): backend, where, server version, migration level.
+    store: dict[str, Any] = field(default_factory=dict)
     #: What does not make the backend unusable but the owner should know (a setting that
     #: weakens a guarantee, a budget hit today); the exit code does not change.
     warnings: list[str] = field(default_factory=list)
@@ -175,6 +177,26 @@ async def diagnose(config: Config) -> Report:
     return report
 
 
+def _store(ctx: Context, config: Config, report: Report) -> Check:
+    """The store's backend, server version and migration level (``report.store``)."""
+    import msgspec
+
+    from tether.stores import migrate_store
+
+    try:
+        info = migrate_store(ctx.home, config)
+    except TetherError as exc:
+        return Check("store", False, str(exc))
+    report.store = msgspec.to_builtins(info)
+    owner = f", owner {info.owner}" if info.owner else ""
+    return Check(
+        "store",
+        True,
+        f"{info.backend} {info.where}{owner}: server {info.server_version},"
+        f" schema level {info.level} of {info.known}",
+    )
+
+
 def _private_home(ctx: Context) -> Check:
     """The home is the owner's alone; one made before tether saw to it is fixed here."""
     from tether.home import tighten
@@ -209,6 +231,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     config = ctx.config()
     report = asyncio.run(diagnose(config))
     report.checks.append(_private_home(ctx))
+    report.checks.append(_store(ctx, config, report))
     report.warnings.extend(_budget_warnings(ctx))
     hooks, warning = _hooks(ctx)
     report.checks.append(hooks)

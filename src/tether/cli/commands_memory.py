@@ -370,19 +370,29 @@ def _print_scan(ctx: Context, report: ScanReport, fix: bool) -> None:
 
 @click.command("tiers")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "-n",
+    "limit",
+    type=click.IntRange(1),
+    default=None,
+    help="At most N notes, the most recalled (default: [memory] tiers_notes).",
+)
+@click.option("--all", "every", is_flag=True, help="Every note, however many.")
 @pass_ctx
-def tiers_cmd(ctx: Context, as_json: bool) -> None:
-    """Identity entries and notes with how often recall found each and when last
-    (what the tiering job reads); untrusted notes are marked."""
+def tiers_cmd(ctx: Context, as_json: bool, limit: int | None, every: bool) -> None:
+    """Identity entries and the most recalled notes with how often recall found each and
+    when last (what the tiering job reads); untrusted notes are marked, and a last line
+    says how many notes were left out."""
     from tether.core.tiers import listing_json, render_listing
-    from tether.memory.tiers import tiers
+    from tether.memory.tiers import listing
 
+    notes = None if every else (limit or ctx.config().memory.tiers_notes)
     with ctx.store() as store:
-        items = tiers(ctx.home, store)
+        shown = listing(ctx.home, store, notes)
     if as_json:
-        echo_json(listing_json(items))
+        echo_json(listing_json(shown))
         return
-    click.echo(render_listing(items))
+    click.echo(render_listing(shown))
 
 
 MEMORY_COMMANDS = [

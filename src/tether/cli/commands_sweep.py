@@ -185,6 +185,61 @@ def _print_report(report: Any) -> None:
     )
 
 
+@sweep_group.command("worker")
+@click.option("--once", is_flag=True, help="Sweep until no owner-day is left, then exit.")
+@click.option("--url", default=None, help="The PostgreSQL store (default: [store] url).")
+@click.option(
+    "--lease", "lease_s", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+    help="Seconds a claimed owner-day is this worker's before another may take it over.",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@pass_ctx
+def worker_cmd(ctx: Context, once: bool, url: str | None, lease_s: float, as_json: bool) -> None:
+    """Sweep the owner-days of every owner in a shared PostgreSQL store, beside other
+    workers (each day claimed by one, taken over after its lease if that one dies)."""
+    import socket
+    import uuid
+    from datetime import timedelta
+
+    from tether.daemon.compose import worker_runner
+    from tether.stores import postgres_conn
+    from tether.stores.postgres_sweep import PostgresSweepStore
+    from tether.sweep.worker import work
+
+    if url is None:
+        url = ctx.config().store.url
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise BadInputError("the sweep worker needs a PostgreSQL store: --url postgresql://...")
+    claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    opened: dict[str, PostgresSweepStore] = {}
+
+    def stores() -> dict[str, Any]:
+        for owner in postgres_conn.owner_schemas(url):
+            if owner not in opened:
+                opened[owner] = PostgresSweepStore(url, owner)
+        return dict(opened)
+
+    try:
+        report = work(
+            stores,
+            lambda store, config, lease: worker_runner(store, config, lease, claimant),
+            claimant=claimant,
+            now=now,
+            once=once,
+            lease=timedelta(seconds=lease_s),
+        )
+    finally:
+        for store in opened.values():
+            store.close()
+    if as_json:
+        echo_json(msgspec.to_builtins(report))
+    else:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none"
+        click.echo(
+            f"claimed {report.claimed} owner-days ({outcomes}); taken over {report.taken_over}"
+        )
+
+
 @sweep_group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @pass_ctx

@@ -45,6 +45,7 @@ COMMANDS: Mapping[str, str] = {
     "transcripts": "commands_hook",
     "ui": "commands_ui",
     "mcp": "commands_mcp",
+    "store": "commands_store",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -108,6 +109,7 @@ SUMMARIES: Mapping[str, str] = {
     ),
     "session": "Inspect sessions.",
     "sessions": "Bring sessions in from elsewhere.",
+    "store": "The store: SQLite in the home, or a shared PostgreSQL database ([store] url).",
     "sweep": "The daily memory sweep.",
     "transcripts": (
         "Harness transcripts into the corpus, and their facts (the owner's explicit lane)."
@@ -134,8 +136,9 @@ MEMORY_SUMMARIES: Mapping[str, str] = {
     ),
     "show": "Identity entries (with the [id]s edits use) and notes.",
     "tiers": (
-        "Identity entries and notes with how often recall found each and when last (what the"
-        " tiering job reads); untrusted notes are marked."
+        "Identity entries and the most recalled notes with how often recall found each and"
+        " when last (what the tiering job reads); untrusted notes are marked, and a last line"
+        " says how many notes were left out."
     ),
 }
 

@@ -8,7 +8,7 @@ import socket
 import uuid
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -20,7 +20,7 @@ from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
 from tether.agent.budget import BudgetGate
 from tether.agent.turn import Agent
 from tether.checkpoint.harvest import Harvested, Harvester
-from tether.config import Config, load_config
+from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import GatedLlm, HarvestQueue
@@ -224,6 +224,23 @@ def sweep_runner(
         )
     finally:
         store.close()
+
+
+def worker_runner(
+    store: SweepStore, config: SweepConfig, lease: timedelta, claimant: str
+) -> Runner:
+    """A sweep worker's runner over one owner's store: days from their staged packets
+    only (``sweep.worker.NotStaged``), the day's receipts leased as long as its claim."""
+    from tether.sweep.worker import NotStaged
+
+    return Runner(
+        store,
+        NotStaged(),
+        config=config,
+        cohort=members(config.cohort),
+        claimant=claimant,
+        lease=lease,
+    )
 
 
 class FixedClock:

@@ -46,7 +46,7 @@ class Scheduler:
         self.agent = agent
         self.clock = agent.clock
         start = self.clock.now()
-        self.ledger = RunLedger(agent.home)
+        self.ledger = RunLedger(agent.home, keep=agent.config.jobs.keep_runs)
         self.summaries = ToolSummaries(
             home=agent.home,
             config=agent.config,

@@ -1,45 +1,125 @@
-"""Store adapters: SQLite in the home (the embedded default); PostgreSQL later.
+"""Store adapters: SQLite in the home (the embedded default), or PostgreSQL when several
+machines share one memory (``stores.postgres``, extra tether[postgres]).
 
 ``open_store`` and ``open_sweep_store`` are the one place that picks the backend from
-``[store] url``.
+``[store] url``: empty is ``<home>/tether.db``, ``sqlite:///PATH`` a SQLite file at PATH
+(relative to the home), ``postgresql://...`` the owner's schema (``[store] owner``) in
+that database.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from tether.config import Config
-from tether.errors import BadInputError, StoreError
+from tether.errors import BadInputError
 from tether.ports import Store, SweepStore
 from tether.stores.sqlite import SqliteStore
 
 #: The embedded store's file, inside the home.
 DB_FILE = "tether.db"
+POSTGRES_EXTRA = "PostgreSQL needs the extra tether[postgres]: pip install 'tether[postgres]'"
+
+
+def sqlite_path(home: Path, config: Config) -> Path:
+    """The SQLite file ``[store] url`` names (empty: ``<home>/tether.db``)."""
+    url = config.store.url
+    if not url:
+        return home / DB_FILE
+    return home / url.removeprefix("sqlite:///")
+
+
+def _postgres() -> None:
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise BadInputError(POSTGRES_EXTRA) from None
 
 
 def open_store(home: Path, config: Config) -> Store:
-    """Open (creating and migrating if needed) the store ``config`` names.
+    """Open (creating and migrating if needed) the store ``config`` names."""
+    if config.store.postgres:
+        _postgres()
+        from tether.stores.postgres import PostgresStore
 
-    An empty ``[store] url`` is SQLite at ``<home>/tether.db``. A PostgreSQL URL is refused
-    for now, without echoing it (it may hold a password).
-    """
-    if config.store.url:
-        raise BadInputError(
-            "PostgreSQL is not supported yet: [store] url names a PostgreSQL database; "
-            "leave it empty to use SQLite in the home"
-        )
-    return SqliteStore(home / DB_FILE)
+        return PostgresStore(config.store.url, config.store.owner)
+    return SqliteStore(sqlite_path(home, config))
 
 
 def open_sweep_store(home: Path, config: Config, *, migrate: bool = True) -> SweepStore:
-    """The sweep's store, in the same SQLite file as the main one. With ``migrate``
-    False (a reader: recall, the memory scan), a file the sweep never ran in is left
-    without its tables (its facts stamp says so)."""
-    if config.store.url:
-        raise StoreError(home, "the sweep runs on the SQLite store only until PostgreSQL lands")
+    """The sweep's store, beside the main one. With ``migrate`` False (a reader: recall,
+    the memory scan), a SQLite file the sweep never ran in is left without its tables
+    (its facts stamp says so); a PostgreSQL schema has one migration track for both."""
+    if config.store.postgres:
+        _postgres()
+        from tether.stores.postgres_sweep import PostgresSweepStore
+
+        return PostgresSweepStore(config.store.url, config.store.owner)
     from tether.stores.sqlite_sweep import SqliteSweepStore  # on use: recall starts faster
 
-    return SqliteSweepStore(home / DB_FILE, migrate=migrate)
+    return SqliteSweepStore(sqlite_path(home, config), migrate=migrate)
 
 
-__all__ = ["DB_FILE", "SqliteStore", "open_store", "open_sweep_store"]
+class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``tether doctor`` and ``tether store migrate`` say of the store."""
+
+    backend: str  # "sqlite" or "postgresql"
+    where: str  # the file, or the URL without its password
+    owner: str | None  # PostgreSQL: the owner whose schema this is
+    server_version: str  # SQLite's library version, or the server's
+    level: int  # the migration level now (PostgreSQL: both schemas' one track)
+    known: int  # the level this tether knows
+    sweep_level: int | None = None  # SQLite: the sweep's own track
+    sweep_known: int | None = None
+
+
+def migrate_store(home: Path, config: Config) -> StoreInfo:
+    """Bring the store to the schema this tether knows (idempotent; safe beside another
+    process doing the same: SQLite's write lock, PostgreSQL's advisory lock) and say
+    where it stands. A store newer than this tether raises StoreVersionError."""
+    if config.store.postgres:
+        _postgres()
+        from tether.stores import postgres_schema
+        from tether.stores.postgres import PostgresStore
+
+        with PostgresStore(config.store.url, config.store.owner) as pg:
+            return StoreInfo(
+                backend="postgresql",
+                where=pg.path,
+                owner=config.store.owner,
+                server_version=pg.pg.server_version(),
+                level=pg.schema_version(),
+                known=postgres_schema.KNOWN,
+            )
+    import sqlite3
+
+    from tether.stores.migrations import MIGRATIONS
+    from tether.stores.sqlite_sweep import SqliteSweepStore
+    from tether.stores.sqlite_sweep_schema import SWEEP_MIGRATIONS
+
+    path = sqlite_path(home, config)
+    with SqliteStore(path) as main, SqliteSweepStore(path) as sweep:
+        return StoreInfo(
+            backend="sqlite",
+            where=str(path),
+            owner=None,
+            server_version=sqlite3.sqlite_version,
+            level=main.schema_version(),
+            known=len(MIGRATIONS),
+            sweep_level=sweep.schema_version(),
+            sweep_known=len(SWEEP_MIGRATIONS),
+        )
+
+
+__all__ = [
+    "DB_FILE",
+    "SqliteStore",
+    "StoreInfo",
+    "migrate_store",
+    "open_store",
+    "open_sweep_store",
+    "sqlite_path",
+]

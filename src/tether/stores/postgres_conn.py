@@ -1,0 +1,266 @@
+"""What the PostgreSQL stores share: the URL, the owner's schema, a connection pool, and
+the one rule for errors and retries.
+
+Tenancy: every owner (``[store] owner``) has its own schema, ``tether_<owner>``, in the
+one database, and every connection a store takes has ``search_path`` set to it alone, so
+no statement of one owner's store can read or write another's rows (there is no owner
+column to forget in a WHERE clause). A sweep worker, which serves every owner, opens a
+store per owner it finds (``owner_schemas``).
+
+Retries: an operation of the main store is a function run inside one transaction; when
+the server reports a serialization failure or a deadlock, or the connection is found
+dead before the transaction committed, the transaction is rolled back (or was never
+there) and the function runs again, up to ``ATTEMPTS`` times, on a fresh connection.
+When the connection is lost during COMMIT the outcome is unknown: that is never retried
+but reported (``StoreError``, "may or may not have been saved"), so nothing is applied
+twice. Any other database error is reported at once, naming the database (the URL
+without its password) and what was being done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from tether.errors import StoreError
+from tether.stores import postgres_schema as schema
+
+T = TypeVar("T")
+ATTEMPTS = 5
+SCHEMA_PREFIX = "tether_"
+_RETRY = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (it goes into messages and reports)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def schema_of(owner: str) -> str:
+    return SCHEMA_PREFIX + owner
+
+
+def owner_schemas(url: str) -> list[str]:
+    """The owners with a schema in the database at ``url``, sorted."""
+    with connect(url) as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s) ORDER BY 1",
+            (SCHEMA_PREFIX,),
+        ).fetchall()
+    return [r[0].removeprefix(SCHEMA_PREFIX) for r in rows]
+
+
+@contextlib.contextmanager
+def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
+    """One plain connection (autocommit), errors as ``StoreError``."""
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise StoreError(redacted(url), f"cannot connect: {_first_line(exc)}") from None
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class PgStore:
+    """A pool of connections to one owner's schema, migrated on open (``migrate``)."""
+
+    def __init__(self, url: str, owner: str, *, migrate: bool = True, max_size: int = 4) -> None:
+        self.url = url
+        self.where = redacted(url)
+        self.owner = owner
+        self.schema = schema_of(owner)
+        self._closed = False
+        self._lock = threading.Lock()
+        with connect(url) as conn:
+            with self._errors("migrating the schema"):
+                if migrate:
+                    schema.migrate(conn, self.schema, self.where)
+                self.level = schema.version(conn, self.schema)
+            if self.level > schema.KNOWN:
+                from tether.errors import StoreVersionError
+
+                raise StoreVersionError(self.where, self.level, schema.KNOWN)
+        self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": 10},
+            configure=self._configure,
+            check=ConnectionPool.check_connection,
+            open=False,
+        )
+        try:
+            self.pool.open(wait=True, timeout=15)
+        except Exception as exc:
+            self.pool.close()
+            raise StoreError(self.where, f"cannot connect: {_first_line(exc)}") from None
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    # -- errors --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(self.where, "the store is closed")
+
+    # -- transactions ------------------------------------------------------------------
+
+    def run(
+        self,
+        doing: str,
+        work: Callable[[psycopg.Connection[Any]], T],
+        *,
+        write: bool = True,
+        hold: str | None = None,
+    ) -> T:
+        """``work`` in one transaction, retried on a serialization failure, a deadlock or
+        a connection lost before COMMIT; ``hold``: an advisory lock key taken first (a
+        write that must see no other writer of the same thing meanwhile)."""
+        self._check_open()
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                with self.pool.connection() as conn:
+                    return self._once(conn, work, write=write, hold=hold)
+            except _RETRY as exc:
+                if attempt == ATTEMPTS:
+                    raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+            except _Uncommitted:
+                if attempt == ATTEMPTS:
+                    raise StoreError(
+                        self.where, f"{doing}: the connection was lost (nothing was saved)"
+                    ) from None
+            except _CommitLost:
+                raise StoreError(
+                    self.where,
+                    f"{doing}: the connection was lost while committing; the change may or"
+                    " may not have been saved",
+                ) from None
+            except psycopg.Error as exc:
+                raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+        raise AssertionError("unreachable")
+
+    def _once(
+        self,
+        conn: psycopg.Connection[Any],
+        work: Callable[[psycopg.Connection[Any]], T],
+        *,
+        write: bool,
+        hold: str | None,
+    ) -> T:
+        try:
+            conn.execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            if hold is not None:
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (hold,))
+            result = work(conn)
+        except psycopg.OperationalError as exc:
+            if conn.closed or conn.broken:
+                raise _Uncommitted from exc
+            _rollback(conn)
+            raise
+        except BaseException:
+            _rollback(conn)
+            raise
+        try:
+            conn.execute("COMMIT")
+        except _RETRY:
+            raise  # the server refused the commit: rolled back, safe to run again
+        except psycopg.OperationalError as exc:
+            if conn.closed or conn.broken:
+                raise _CommitLost from exc
+            raise
+        return result
+
+    @contextlib.contextmanager
+    def transaction(self, doing: str, *, write: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction around a block the caller runs (the sweep's): a dead pooled
+        connection is replaced before it begins; once the block runs, any failure rolls
+        back and is reported, never retried (the block cannot be run again here)."""
+        self._check_open()
+        with self.pool.connection() as conn:
+            try:
+                conn.execute(
+                    "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+                )
+            except psycopg.Error as exc:
+                raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                _rollback(conn)
+                raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+            except BaseException:
+                _rollback(conn)
+                raise
+            try:
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                lost = conn.closed or conn.broken
+                why = (
+                    "the connection was lost while committing; the change may or may not"
+                    " have been saved"
+                    if lost
+                    else _first_line(exc)
+                )
+                raise StoreError(self.where, f"{doing}: {why}") from None
+
+    def server_version(self) -> str:
+        row = self.run(
+            "reading the server version",
+            lambda c: c.execute("SHOW server_version").fetchone(),
+            write=False,
+        )
+        return str(row[0]) if row else "unknown"
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.pool.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Uncommitted(Exception):
+    """The connection died before COMMIT was sent: nothing of the transaction is kept."""
+
+
+class _CommitLost(Exception):
+    """The connection died during COMMIT: the outcome is unknown."""
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    if conn.closed or conn.broken:
+        return
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("ROLLBACK")

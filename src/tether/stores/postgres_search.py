@@ -1,0 +1,198 @@
+"""Searching the PostgreSQL store: the same rows, in the same order and with the same
+scores, as the SQLite store's FTS5 search (``sqlite_search``).
+
+Matching is ``doc.tsv @@ tsquery`` under the GIN index, with the tokens FTS5 would use
+(``postgres_text``). Scoring is FTS5's own bm25, computed here the way its C code does
+(k1 = 1.2, b = 0.75; idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6; a row's
+length and the average are in tokens): N and the total length come from the counters
+kept with every write (``stat``), n by one count per term, the term frequency from the
+row's vector (``tether_tf``, which counts a phrase's runs as FTS5 does). Every constant
+and quotient that can be is computed in Python with the same floating-point operations
+as FTS5, so the scores agree to the last bit where the sums are taken in one order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from tether.records import Found, Hit, SearchQuery
+from tether.stores import postgres_text as text
+from tether.stores.sqlite_search import EPOCH, MICRO
+
+K1 = 1.2
+B = 0.75
+_COLUMNS = "d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time, d.text"
+
+
+def _positive(k: int) -> None:
+    if k < 1:
+        raise ValueError("k must be at least 1")
+
+
+def _totals(c: psycopg.Connection[Any]) -> tuple[int, float]:
+    rows = dict(c.execute("SELECT name, value FROM stat").fetchall())
+    n_rows = int(rows.get("doc_rows", 0))
+    n_tokens = int(rows.get("doc_tokens", 0))
+    return n_rows, (n_tokens / n_rows if n_rows else 0.0)
+
+
+def _idf(n_rows: int, hits: int) -> float:
+    idf = math.log((n_rows - hits + 0.5) / (hits + 0.5))
+    return 1e-6 if idf <= 0.0 else idf
+
+
+def _only(only: Sequence[str] | None) -> tuple[str, list[object]]:
+    if only is None:
+        return "", []
+    return " AND d.ref = ANY(%s)", [list(only)]
+
+
+def _ranked(
+    c: psycopg.Connection[Any],
+    query: SearchQuery,
+    k: int,
+    *,
+    aside: float,
+    weights: bool,
+    only: Sequence[str] | None,
+) -> list[tuple[Any, ...]]:
+    """(columns..., score) of the ``k`` best rows, best first."""
+    rendered = text.render(query.terms)
+    if query.require == "all" and any(r is None for r in rendered):
+        return []
+    terms = [r for r in rendered if r is not None]
+    if not terms:
+        return []
+    n_rows, avgdl = _totals(c)
+    where, extra = _only(only)
+    parts: list[str] = []
+    params: list[object] = []
+    for r in terms:
+        hits = c.execute("SELECT count(*) FROM doc WHERE tsv @@ %s::tsquery", (r.query,))
+        idf = _idf(n_rows, int(hits.fetchone()[0]))  # type: ignore[index]
+        w = r.weight if weights else 1.0
+        # bm25's share of this term: idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl))
+        share = "(%s * ((tf * %s) / (tf + %s * ((1 - %s::float8) + (%s * d.len::float8) / %s))))"
+        parts.append(
+            "SELECT id, CASE WHEN aside THEN %s * (%s * s) ELSE %s * s END AS s FROM"
+            f" (SELECT d.id, d.aside, {share} AS s FROM"
+            "  (SELECT d.id, d.aside, d.len, tether_tf(d.tsv, %s, %s)::float8 AS tf"
+            f"   FROM doc AS d WHERE d.tsv @@ %s::tsquery{where}) AS d) AS t"
+        )
+        params += [w, aside, w, idf, K1 + 1.0, K1, B, B, avgdl or 1.0, r.tokens, r.prefix]
+        params += [r.query, *extra]
+    having = ""
+    if query.require == "all" and len(terms) > 1:
+        having = " HAVING count(*) = %s"
+    union = " UNION ALL ".join(parts)
+    ranked = f"SELECT id, sum(s) AS s FROM ({union}) AS u GROUP BY id{having}"
+    if having:
+        params.append(len(terms))
+    params.append(k)
+    return c.execute(
+        f"SELECT {_COLUMNS}, f.s FROM ({ranked} ORDER BY s DESC, id LIMIT %s) AS f"
+        " JOIN doc AS d ON d.id = f.id ORDER BY f.s DESC, d.id",
+        params,
+    ).fetchall()
+
+
+def search(c: psycopg.Connection[Any], query: SearchQuery, k: int) -> list[Hit]:
+    """bm25 of the whole query (both fields alike, term weights unused), best first."""
+    _positive(k)
+    return [_hit(r) for r in _ranked(c, query, k, aside=1.0, weights=False, only=None)]
+
+
+def search_terms(
+    c: psycopg.Connection[Any],
+    query: SearchQuery,
+    k: int,
+    *,
+    aside: float,
+    only: Sequence[str] | None = None,
+) -> list[Found]:
+    _positive(k)
+    if only is not None and not only:
+        return []
+    return [_found(r) for r in _ranked(c, query, k, aside=aside, weights=True, only=only)]
+
+
+def newest(
+    c: psycopg.Connection[Any],
+    query: SearchQuery,
+    k: int,
+    *,
+    within: int | None = None,
+    only: Sequence[str] | None = None,
+) -> list[Found]:
+    _positive(k)
+    match = text.whole(query)
+    if match is None or (only is not None and not only):
+        return []
+    floor = 0
+    if within is not None:
+        top = c.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()
+        floor = int(top[0] if top else 0) - within
+    where, extra = _only(only)
+    rows = c.execute(
+        f"SELECT {_COLUMNS}, 0.0 FROM doc AS d WHERE d.tsv @@ %s::tsquery AND d.id > %s{where}"
+        " ORDER BY d.id DESC LIMIT %s",
+        (match, floor, *extra, k),
+    ).fetchall()
+    return [_found(r) for r in rows]
+
+
+def count_matches(
+    c: psycopg.Connection[Any], queries: Sequence[SearchQuery], cap: int
+) -> list[int]:
+    out: list[int] = []
+    for q in queries:
+        match = text.whole(q)
+        if match is None:
+            out.append(0)
+            continue
+        row = c.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
+            (match, cap),
+        ).fetchone()
+        out.append(int(row[0]) if row else 0)
+    return out
+
+
+def _located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any]:
+    if kind in ("turn", "summary"):
+        return session, turn, f"turn:{session}:{turn}"
+    return None, None, ref
+
+
+def _found(row: Sequence[Any]) -> Found:
+    doc_id, kind, session, turn, field, tainted, ref, micros, body, score = row
+    session, turn, ref = _located(kind, session, turn, ref)
+    return Found(
+        id=doc_id,
+        kind=kind,
+        session=session,
+        turn=turn,
+        field=field,
+        tainted=bool(tainted),
+        ref=ref,
+        time=EPOCH + micros * MICRO,
+        text=body,
+        score=float(score),
+    )
+
+
+def _hit(row: Sequence[Any]) -> Hit:
+    f = _found(row)
+    return Hit(
+        kind=f.kind,
+        session=f.session,
+        turn=f.turn,
+        text=f.text,
+        tag="memory-tainted" if f.tainted else "memory",
+        score=f.score,
+        ref=f.ref,
+    )

@@ -1,0 +1,196 @@
+"""PostgreSQL as a user meets it: ``[store] url`` in tether.toml, tenancy between owners
+sharing one database, ``tether store migrate`` run twice at once, a schema newer than
+this tether refused (exit 2), and a connection killed by the server mid-work.
+
+Every test here needs a server (``TETHER_TEST_POSTGRES``); the contract suites that run
+on both backends are tests/test_store_sqlite.py and tests/test_sweep_store.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pg_helpers
+from daemon_helpers import spawn, tether
+from search_helpers import words
+from tether.core.sweep.state import Fact, Owner
+from tether.errors import StoreError
+from tether.home import init_home
+from tether.records import JournalEntry
+from tether.stores import postgres_schema
+from tether.stores.postgres import PostgresStore
+from tether.stores.postgres_sweep import PostgresSweepStore
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
+
+
+def pg_home(tmp_path: Path, name: str, url: str, owner: str) -> Path:
+    home = tmp_path / name
+    init_home(home)
+    (home / "tether.toml").write_text(f'[store]\nurl = "{url}"\nowner = "{owner}"\n')
+    return home
+
+
+def ok(home: Path, *args: str, input: str | None = None) -> str:
+    out = tether(home, *args, input=input)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def put_fact(url: str, owner: str, text: str) -> None:
+    with PostgresSweepStore(url, owner) as sweep, sweep.transaction() as tx:
+        if tx.owner("owner") is None:
+            tx.put_owner(
+                Owner(
+                    id="owner",
+                    timezone_name="UTC",
+                    first_date=date(2026, 10, 31),
+                    created_at=T0,
+                )
+            )
+        tx.put_fact(
+            Fact(
+                owner="owner",
+                subject="owner",
+                entity=text.split(maxsplit=1)[0].lower(),
+                text=text,
+                authority="owner_explicit",
+                refs="[]",
+                origin_receipt=None,
+                created_at=T0,
+                updated_at=T0,
+                visibility="world",
+            )
+        )
+
+
+def test_two_owners_in_one_database_never_see_each_others_memory(
+    tmp_path: Path, pg_url: str
+) -> None:
+    a_owner, b_owner = pg_helpers.new_owner("a"), pg_helpers.new_owner("b")
+    alice = pg_home(tmp_path, "alice", pg_url, a_owner)
+    bob = pg_home(tmp_path, "bob", pg_url, b_owner)
+    ok(alice, "memory", "note", "the kayak is kept in the blue shed")
+    ok(alice, "page", "write", "boats/kayak", "--visibility", "world", input="Kayak Marigold.\n")
+    put_fact(pg_url, a_owner, "Kayaking every Saturday at the lake")
+    ok(bob, "memory", "note", "bob keeps bees behind the garage")
+
+    def recall(home: Path, query: str) -> list[str]:
+        return [h["text"] for h in json.loads(ok(home, "memory", "recall", query, "--json"))]
+
+    assert any("blue shed" in t for t in recall(alice, "kayak"))
+    assert any("Saturday" in t for t in recall(alice, "kayaking saturday"))
+    assert recall(bob, "kayak") == []
+    assert recall(bob, "kayaking saturday") == []
+    assert recall(alice, "bees garage") == []
+    assert json.loads(ok(bob, "page", "list", "--json")) == []
+    assert [p["slug"] for p in json.loads(ok(alice, "page", "list", "--json"))] == ["boats/kayak"]
+    bob_journal = json.dumps(json.loads(ok(bob, "memory", "journal", "--json")))
+    assert "kayak" not in bob_journal
+    assert "bees" in bob_journal
+    assert "bees" not in json.dumps(json.loads(ok(alice, "memory", "journal", "--json")))
+    out_b = tmp_path / "bob-context.md"
+    ok(bob, "compile-context", "--target", "claude-code", "--out", str(out_b))
+    assert "Marigold" not in out_b.read_text()
+    out_a = tmp_path / "alice-context.md"
+    ok(alice, "compile-context", "--target", "claude-code", "--out", str(out_a))
+    assert "Marigold" in out_a.read_text()
+    # Each owner's sweep sees its own owners and facts only.
+    with PostgresSweepStore(pg_url, b_owner) as sweep, sweep.transaction(write=False) as tx:
+        assert tx.active_facts() == []
+
+
+def test_migrate_is_idempotent_and_two_at_once_are_safe(tmp_path: Path, pg_url: str) -> None:
+    home = pg_home(tmp_path, "h", pg_url, pg_helpers.new_owner())
+    procs = [spawn(home, "store", "migrate", "--json") for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    for stdout, _ in outs:
+        info = json.loads(stdout)
+        assert (info["backend"], info["level"], info["known"]) == (
+            "postgresql",
+            postgres_schema.KNOWN,
+            postgres_schema.KNOWN,
+        )
+        assert info["server_version"]
+    assert json.loads(ok(home, "store", "migrate", "--json"))["level"] == postgres_schema.KNOWN
+    report = json.loads(tether(home, "doctor", "--json").stdout)
+    assert report["store"]["backend"] == "postgresql"
+    assert report["store"]["level"] == postgres_schema.KNOWN
+
+
+def test_a_schema_newer_than_this_tether_is_refused_untouched(tmp_path: Path, pg_url: str) -> None:
+    owner = pg_helpers.new_owner()
+    home = pg_home(tmp_path, "h", pg_url, owner)
+    ok(home, "memory", "note", "written before the upgrade")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'UPDATE "tether_{owner}".schema_version SET version = 99')
+    for args in (("store", "migrate"), ("memory", "recall", "upgrade"), ("serve",)):
+        out = tether(home, *args, timeout=30)
+        assert out.returncode == 2, (args, out.stderr)
+        assert "schema version 99 is newer than this tether knows" in out.stderr
+        assert "Traceback" not in out.stderr
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute(f'SELECT count(*) FROM "tether_{owner}".note').fetchone()
+        assert row == (1,)
+        conn.execute(f'UPDATE "tether_{owner}".schema_version SET version = 1')
+
+
+def _kill_others(url: str, owner: str) -> None:
+    """Terminate every server backend of this database that is not this connection."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+def test_a_connection_killed_before_commit_is_retried_and_applied_once(pg_url: str) -> None:
+    owner = pg_helpers.new_owner()
+    with PostgresStore(pg_url, owner) as store:
+        store.add_note("before", untrusted=False, session=None, time=T0)
+        _kill_others(pg_url, owner)  # every pooled connection is dead now
+        entry = store.journal_append(
+            JournalEntry(
+                time=T0, who="owner", session=None, action="note", target="x", before=None,
+                after="once",
+            )
+        )  # fmt: skip
+        assert entry.id == 1
+        assert [e.after for e in store.journal()] == ["once"]
+        assert [n.text for n in store.notes()] == ["before"]
+        assert [h.text for h in store.search(words("before"), 5)] == ["before"]
+
+
+def test_a_connection_killed_inside_a_sweep_transaction_rolls_it_all_back(pg_url: str) -> None:
+    owner = pg_helpers.new_owner()
+    with PostgresSweepStore(pg_url, owner) as sweep:
+
+        def cut_mid_transaction() -> None:
+            with sweep.transaction() as tx:
+                tx.put_owner(
+                    Owner(
+                        id="o1", timezone_name="UTC", first_date=date(2026, 10, 31), created_at=T0
+                    )
+                )
+                killer = threading.Thread(target=_kill_others, args=(pg_url, owner))
+                killer.start()
+                killer.join()
+                tx.owners()  # the server has cut this connection
+
+        with pytest.raises(StoreError, match="sweep transaction"):
+            cut_mid_transaction()
+        with sweep.transaction(write=False) as tx:
+            assert tx.owners() == []  # nothing half-applied
+        with sweep.transaction() as tx:  # and the store works on
+            tx.put_owner(
+                Owner(id="o1", timezone_name="UTC", first_date=date(2026, 10, 31), created_at=T0)
+            )
+        with sweep.transaction(write=False) as tx:
+            assert [o.id for o in tx.owners()] == ["o1"]

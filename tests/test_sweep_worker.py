@@ -1,0 +1,127 @@
+"""``tether sweep worker`` against one PostgreSQL: real worker processes split the
+owner-days, each swept exactly once, and a worker killed mid-day is taken over."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+
+import pytest
+
+import pg_helpers
+from daemon_helpers import spawn, tether
+from tether.core.sweep.packet import digest, encode_packet
+from tether.core.sweep.state import Owner, StagedPacket
+from tether.core.sweep.windows import window_for
+from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.sweep.producer import DeterministicProducer
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
+NOW = "2026-11-01T12:00:00+00:00"  # each owner's one due day: 2026-10-31
+DAY = date(2026, 10, 31)
+
+
+def seed(url: str, tenant: str, owners: int) -> None:
+    """``owners`` sweep owners, each with its due day's packet staged in the store."""
+    producer = DeterministicProducer()
+    with PostgresSweepStore(url, tenant) as store, store.transaction() as tx:
+        for i in range(owners):
+            owner = Owner(id=f"o{i:04d}", timezone_name="UTC", first_date=DAY, created_at=T0)
+            tx.put_owner(owner)
+            window = window_for("UTC", DAY)
+            packet = producer.produce(owner, window)
+            tx.put_stage(
+                StagedPacket(
+                    owner=owner.id,
+                    local_date=DAY,
+                    source_generation=owner.source_generation,
+                    window_id=window.window_id,
+                    digest=digest(packet),
+                    packet=encode_packet(packet),
+                    created_at=T0,
+                )
+            )
+
+
+def check_exactly_once(url: str, tenant: str, owners: int) -> None:
+    with PostgresSweepStore(url, tenant) as store:
+        rows = store.pg.run(
+            "checking",
+            lambda c: (
+                c.execute(
+                    "SELECT state, count(*), max(attempts) FROM sweep_claim GROUP BY state"
+                ).fetchall(),
+                c.execute(
+                    "SELECT count(*) FROM (SELECT owner, subject, entity FROM sweep_fact"
+                    " WHERE active = 1 GROUP BY 1, 2, 3 HAVING count(*) > 1) AS d"
+                ).fetchone(),
+                c.execute(
+                    "SELECT count(*), count(DISTINCT receipt_id) FROM sweep_journal"
+                ).fetchone(),
+                c.execute(
+                    "SELECT count(*) FROM sweep_receipt WHERE state <> 'committed'"
+                ).fetchone(),
+                c.execute(
+                    "SELECT count(*) FROM sweep_cursor WHERE local_date = %s", (str(DAY),)
+                ).fetchone(),
+                c.execute("SELECT count(*) FROM sweep_receipt").fetchone(),
+            ),
+            write=False,
+        )
+    claims, dup_facts, journal, pending, cursors, receipts = rows
+    assert dup_facts is not None
+    assert journal is not None
+    assert receipts is not None
+    assert [(r[0], r[1]) for r in claims] == [("done", owners)]
+    assert dup_facts == (0,)
+    assert journal[0] == journal[1]  # one journal entry per receipt, never two
+    assert journal[0] > 0
+    assert pending == (0,)
+    assert cursors == (owners,)
+    # Every owner-day's candidates and sources had exactly one receipt each.
+    assert receipts[0] == owners * (4 + 2)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_worker_processes_sweep_every_owner_day_exactly_once(pg_url: str, workers: int) -> None:
+    tenant = pg_helpers.new_owner("w")
+    seed(pg_url, tenant, 500)
+    env = {"TETHER_TEST_NOW": NOW}
+    procs = [
+        spawn(None, "sweep", "worker", "--once", "--url", pg_url, "--json", env=env)
+        for _ in range(workers)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0] * workers, [o[1] for o in outs]
+    reports = [json.loads(o[0]) for o in outs]
+    assert sum(r["claimed"] for r in reports) == 500
+    assert sum(r["outcomes"].get("complete", 0) for r in reports) == 500
+    assert all(r["taken_over"] == 0 for r in reports)
+    check_exactly_once(pg_url, tenant, 500)
+
+
+def test_a_worker_killed_mid_day_is_taken_over_after_its_lease(pg_url: str) -> None:
+    tenant = pg_helpers.new_owner("k")
+    seed(pg_url, tenant, 20)
+    env = {"TETHER_TEST_NOW": NOW}
+    killed = tether(
+        None,
+        "sweep", "worker", "--once", "--url", pg_url, "--lease", "1",
+        env={**env, "TETHER_CRASH_AT": "sweep-after-claim"},
+    )  # fmt: skip
+    assert killed.returncode == -9  # SIGKILL at the point: mid-day, its claim held
+    # A minute on (the sweep's clock): the dead worker's claim and receipts have expired.
+    later = {"TETHER_TEST_NOW": "2026-11-01T12:01:00+00:00"}
+    out = tether(None, "sweep", "worker", "--once", "--url", pg_url, "--json", env=later)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["taken_over"] == 1
+    assert report["outcomes"] == {"complete": 20}
+    check_exactly_once(pg_url, tenant, 20)
+
+
+def test_a_worker_needs_a_postgresql_url() -> None:
+    out = tether(None, "sweep", "worker", "--once", "--url", "sqlite:///x.db")
+    assert out.returncode == 2
+    assert "needs a PostgreSQL store" in out.stderr
