@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tether.config import Config
 from tether.errors import BadInputError, StoreError
-from tether.ports import Store, SweepStore
+from tether.ports import Store, SweepStore, VectorIndex
 from tether.stores.sqlite import SqliteStore
 
 #: The embedded store's file, inside the home.
@@ -42,4 +42,15 @@ def open_sweep_store(home: Path, config: Config, *, migrate: bool = True) -> Swe
     return SqliteSweepStore(home / DB_FILE, migrate=migrate)
 
 
-__all__ = ["DB_FILE", "SqliteStore", "open_store", "open_sweep_store"]
+def open_vector_index(home: Path, config: Config) -> VectorIndex | None:
+    """Where recall's vectors live: beside the index in the SQLite file (migrated by
+    ``open_store`` first); None on a backend that has no vector table yet. Needs the extra
+    tether[vectors] (numpy)."""
+    if config.store.url:
+        return None
+    from tether.stores.sqlite_vectors import SqliteVectors  # numpy: only with the extra
+
+    return SqliteVectors(home / DB_FILE)
+
+
+__all__ = ["DB_FILE", "SqliteStore", "open_store", "open_sweep_store", "open_vector_index"]
