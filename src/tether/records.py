@@ -233,6 +233,7 @@ class VecSource(msgspec.Struct, frozen=True):
 
     doc: int
     text: str
+    field: LogField | None = None  # None: a note, page, identity entry or fact
 
 
 class VectorCounts(msgspec.Struct, frozen=True):

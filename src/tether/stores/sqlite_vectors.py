@@ -105,12 +105,12 @@ class SqliteVectors(SqliteFile):
         with self._read("finding rows without vectors") as c:
             mid = _model_id(c, model)
             rows = c.execute(
-                f"SELECT d.id, d.text FROM doc AS d WHERE d.id > ? AND {_TAKES_VECTOR}"
+                f"SELECT d.id, d.text, d.field FROM doc AS d WHERE d.id > ? AND {_TAKES_VECTOR}"
                 " AND NOT EXISTS (SELECT 1 FROM doc_vec AS v WHERE v.doc = d.id AND v.model = ?)"
                 " ORDER BY d.id LIMIT ?",
                 (after, -1 if mid is None else mid, limit),
             ).fetchall()
-        return [VecSource(doc=int(r[0]), text=str(r[1])) for r in rows]
+        return [VecSource(doc=int(r[0]), text=str(r[1]), field=r[2]) for r in rows]
 
     def put_vectors(self, model: str, rows: Sequence[tuple[int, Matrix]]) -> None:
         if not rows:
