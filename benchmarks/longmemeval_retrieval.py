@@ -483,6 +483,18 @@ def misses(
             emit(f"  {label}: " + ", ".join(f"{g} @{at.get(g, '-')}" for g in gold))
 
 
+def override(setting: str) -> None:
+    """``ranking.RRF_K=30``: set a module constant (the forked workers inherit it)."""
+    import importlib
+
+    name, _, value = setting.partition("=")
+    module, _, attr = name.rpartition(".")
+    where = {"ranking": "tether.core.ranking", "recall": "tether.memory.recall"}
+    target = importlib.import_module(where.get(module, f"tether.memory.{module}"))
+    old = getattr(target, attr)
+    setattr(target, attr, type(old)(value))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -497,7 +509,17 @@ def main() -> None:
     parser.add_argument(
         "--vectors", action="store_true", help="also recall with vectors fused (tether[vectors])"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=VALUE",
+        help="tuning: override a constant of tether.core.ranking, tether.memory.recall or"
+        " tether.memory.vectors for this run (e.g. ranking.RRF_K=30)",
+    )
     args = parser.parse_args()
+    for setting in args.set:
+        override(setting)
     try:
         import bm25s  # noqa: F401
     except ImportError:

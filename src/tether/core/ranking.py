@@ -132,16 +132,20 @@ VECTOR_ASIDE = 0.9
 RRF_K = 20
 #: Weight of the vector ranking in the fusion (the lexical one weighs 1).
 VECTOR_WEIGHT = 1.0
+#: ``by_session``'s ``rest`` for sessions ranked by vector: similarities of a session's
+#: other turns are all middling, so summing them would favour long sessions.
+VECTOR_SESSION_REST = 0.1
 
 
 def fold_best(
     rows: Sequence[Found],
     period: Period | None = None,
     boost: float = PERIOD_BOOST,
-    aside: float = VECTOR_ASIDE,
+    aside: float | None = None,
 ) -> list[Scored]:
     """Like ``fold``, but a turn scores by its best row (similarities do not add up: a
-    turn with a reply is not twice as near as one without)."""
+    turn with a reply is not twice as near as one without). ``aside``: ``VECTOR_ASIDE``."""
+    aside = VECTOR_ASIDE if aside is None else aside
     groups: dict[tuple[str, int] | str, list[tuple[float, Found]]] = {}
     for row in rows:
         score = row.score * field_weight(row, aside)
@@ -165,12 +169,15 @@ def fold_best(
 def rrf(
     lexical: Sequence[Scored],
     vector: Sequence[Scored],
-    k: float = RRF_K,
-    weight: float = VECTOR_WEIGHT,
+    k: float | None = None,
+    weight: float | None = None,
 ) -> list[Scored]:
     """Reciprocal-rank fusion of two rankings of turns: each scores 1 / (k + rank) in a
     ranking it is in (rank 1 first), the vector one times ``weight``; best first, ties in
-    lexical order. The row shown is the lexical one when the turn is in both."""
+    lexical order. The row shown is the lexical one when the turn is in both. (``k`` and
+    ``weight`` default to ``RRF_K`` and ``VECTOR_WEIGHT``, read when called.)"""
+    k = RRF_K if k is None else k
+    weight = VECTOR_WEIGHT if weight is None else weight
     fused: dict[tuple[str, int] | str, tuple[float, Found, tuple[Found, ...]]] = {}
     for w, ranking in ((1.0, lexical), (weight, vector)):
         for rank, s in enumerate(ranking, start=1):
@@ -184,12 +191,14 @@ def rrf(
 def rrf_sessions(
     lexical: Sequence[SessionScore],
     vector: Sequence[SessionScore],
-    k: float = RRF_K,
-    weight: float = VECTOR_WEIGHT,
+    k: float | None = None,
+    weight: float | None = None,
 ) -> list[SessionScore]:
     """``rrf`` at the level of sessions: each ranking aggregated by ``by_session`` on its
     own scores first, then fused; a session's turns are the lexical ones, then the
     vector ones it adds."""
+    k = RRF_K if k is None else k
+    weight = VECTOR_WEIGHT if weight is None else weight
     fused: dict[str, tuple[float, tuple[Scored, ...]]] = {}
     for w, ranking in ((1.0, lexical), (weight, vector)):
         for rank, s in enumerate(ranking, start=1):

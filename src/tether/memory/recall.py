@@ -53,6 +53,10 @@ POOL = 200
 NEWEST_POOL = 200
 #: Turns a session search looks at (about ten a session).
 SESSION_TURNS = 100
+#: How ``recall_sessions`` fuses vectors: "sessions" ranks sessions by vector on their
+#: own (``ranking.VECTOR_SESSION_REST``) and fuses the two session rankings; "turns"
+#: fuses the turn rankings and aggregates the fused turns per session.
+SESSION_FUSION = "sessions"
 #: Leave the words that named a period ("two weeks ago") out of the search terms; month
 #: and weekday names stay (measured on LongMemEval: see benchmarks/RESULTS.md).
 STRIP_PERIOD = True
@@ -210,8 +214,10 @@ def recall_sessions(
     turns = _turns(store, q, pool, budget, aside=ranking.SESSION_ASIDE_WEIGHT)
     sessions = ranking.by_session(turns, ranking.SESSION_REST)
     near = _fused(vectors, text, q, pool=SESSION_TURNS * FANOUT)
-    if near is not None:
-        ranked = ranking.by_session(near, ranking.SESSION_REST)
+    if near is not None and SESSION_FUSION == "turns":
+        sessions = ranking.by_session(ranking.rrf(turns, near), ranking.SESSION_REST)
+    elif near is not None:
+        ranked = ranking.by_session(near, ranking.VECTOR_SESSION_REST)
         sessions = ranking.rrf_sessions(sessions, ranked)
     sessions = sessions[:k]
     out = [

@@ -129,7 +129,7 @@ def embed_missing(
 
 
 def vector_turns(
-    found: Sequence[Found], period: Period | None, *, aside: float = ranking.VECTOR_ASIDE
+    found: Sequence[Found], period: Period | None, *, aside: float | None = None
 ) -> list[ranking.Scored]:
     """Rows found by vector, one ``Scored`` per turn (or note, page): its best row's cosine
     (replies and tool output at ``aside``), boosted in the period the question names."""
