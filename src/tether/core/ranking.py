@@ -132,9 +132,9 @@ VECTOR_ASIDE = 0.9
 RRF_K = 20
 #: Weight of the vector ranking in the fusion (the lexical one weighs 1).
 VECTOR_WEIGHT = 1.0
-#: ``by_session``'s ``rest`` for sessions ranked by vector: similarities of a session's
+#: ``by_session``'s ``rest`` for sessions ranked by vector (as measured: the lexical value;
 #: other turns are all middling, so summing them would favour long sessions.
-VECTOR_SESSION_REST = 0.1
+VECTOR_SESSION_REST = 0.3
 
 
 def fold_best(
