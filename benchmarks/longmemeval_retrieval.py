@@ -33,9 +33,15 @@ half (``benchmarks/RESULTS.md`` says how); both are reported (and ``all``).
 Output: one JSON line per figure on stdout (``value``, ``baseline``, ``ratio``, per half
 and question type, plus ``overall``), then a short table on stderr.
 
-    .venv/bin/pip install -e '.[bench]'
+``--vectors`` (the extra tether[vectors]): every home is also embedded (``reindex
+--vectors``'s loop) and asked again with vectors fused; each record then also carries
+``fused`` (and ``fused_ratio`` to bm25s), so lexical, bm25s and fused print from one run.
+The vectors go through ``embed_cache`` (the model's own vectors, remembered by text
+between runs: the haystacks share most sessions).
+
+    .venv/bin/pip install -e '.[bench,vectors]'
     .venv/bin/python benchmarks/longmemeval_retrieval.py [--jobs 2] [--only tune|report]
-        [--dump FILE] [--misses]
+        [--dump FILE] [--misses] [--vectors]
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import argparse
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import sys
@@ -59,10 +66,12 @@ from typing import Any
 
 import msgspec
 
+from benchmarks.embed_cache import CachedEmbedder, _key
 from tether.config import Config
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall, recall_sessions
+from tether.memory.vectors import Vectors, embed_missing, parts
 from tether.ports import Store
 from tether.stores.sqlite import SqliteStore
 
@@ -233,11 +242,13 @@ class Rankings:
     ms: float = 0.0  # time to answer (both recalls)
 
 
-def tether_rankings(store: Store, q: Question, keys: Keys) -> Rankings:
+def tether_rankings(
+    store: Store, q: Question, keys: Keys, vectors: Vectors | None = None
+) -> Rankings:
     now = parse_date(q.question_date)
     start = time.perf_counter()
-    hits = recall(store, q.question, max(TURN_KS), time=now)
-    sessions = recall_sessions(store, q.question, max(SESSION_KS), time=now)
+    hits = recall(store, q.question, max(TURN_KS), time=now, vectors=vectors)
+    sessions = recall_sessions(store, q.question, max(SESSION_KS), time=now, vectors=vectors)
     ms = (time.perf_counter() - start) * 1000
     turns = [
         keys.turn_of.get((h.session, h.turn), f"other:{h.ref}")
@@ -324,11 +335,52 @@ class Result:
     skipped: str | None = None  # "abstention" | "no_user_gold"
     tether: dict[str, float] = field(default_factory=dict)
     bm25: dict[str, float] = field(default_factory=dict)
+    fused: dict[str, float] = field(default_factory=dict)  # with --vectors
     ms: float = 0.0
     sessions: list[str] = field(default_factory=list)  # tether's session ranking
     turns: list[str] = field(default_factory=list)  # tether's turn ranking (top 50)
     gold_sessions: list[str] = field(default_factory=list)
     gold_turns: list[str] = field(default_factory=list)
+    fused_sessions: list[str] = field(default_factory=list)
+    fused_turns: list[str] = field(default_factory=list)
+
+
+#: The embedder of a ``--vectors`` run: made in the parent, inherited by forked workers.
+_EMBEDDER: CachedEmbedder | None = None
+
+
+def fused_rankings(store: Store, home: Path, q: Question, keys: Keys) -> Rankings:
+    from tether.stores.sqlite_vectors import SqliteVectors
+
+    assert _EMBEDDER is not None
+    with SqliteVectors(home / "tether.db") as index:
+        vectors = Vectors(_EMBEDDER, index)
+        embed_missing(vectors, batch=512)
+        return tether_rankings(store, q, keys, vectors)
+
+
+def precompute(questions: Sequence[Question], emit: Callable[[str], None]) -> None:
+    """Embed every part of every haystack message once, into the cache (saved as it goes)."""
+    assert _EMBEDDER is not None
+    texts = list(
+        dict.fromkeys(
+            p
+            for q in questions
+            for session in q.haystack_sessions
+            for m in session
+            for p in parts(m.content, "user" if m.role == "user" else "assistant")
+        )
+    )
+    todo = [t for t in texts if _key(t) not in _EMBEDDER.known]
+    emit(f"embedding {len(todo)} of {len(texts)} distinct parts (the rest are cached)")
+    start = time.perf_counter()
+    step = 2048
+    for n in range(0, len(todo), step):
+        _EMBEDDER.embed(todo[n : n + step])
+        _EMBEDDER.save()
+        done = min(n + step, len(todo))
+        rate = done / (time.perf_counter() - start)
+        emit(f"  {done}/{len(todo)} parts, {rate:.0f}/s")
 
 
 def run_question(q: Question) -> Result:
@@ -346,6 +398,10 @@ def run_question(q: Question) -> Result:
         try:
             with closing(open_db(home, q)) as store:
                 ours = tether_rankings(store, q, keys)
+                if _EMBEDDER is not None:
+                    fused = fused_rankings(store, home, q, keys)
+                    result.fused = figures(fused, keys)
+                    result.fused_sessions, result.fused_turns = fused.sessions, fused.turns
         finally:
             drop_db(q)
     result.tether = figures(ours, keys)
@@ -359,7 +415,9 @@ def run_question(q: Question) -> Result:
 def run_all(questions: Sequence[Question], jobs: int) -> list[Result]:
     if jobs <= 1:
         return [run_question(q) for q in questions]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context("fork")
+    ) as pool:
         return list(pool.map(run_question, questions, chunksize=2))
 
 
@@ -382,17 +440,20 @@ def summarise(
             for name in FIGURES:
                 value = mean(r.tether[name] for r in rs)
                 base = mean(r.bm25[name] for r in rs)
-                out.append(
-                    {
-                        "figure": name,
-                        "half": half,
-                        "type": group,
-                        "questions": len(rs),
-                        "value": round(value, 4),
-                        "baseline": round(base, 4),
-                        "ratio": round(value / base, 3) if base > 0 else None,
-                    }
-                )
+                record = {
+                    "figure": name,
+                    "half": half,
+                    "type": group,
+                    "questions": len(rs),
+                    "value": round(value, 4),
+                    "baseline": round(base, 4),
+                    "ratio": round(value / base, 3) if base > 0 else None,
+                }
+                if rs and all(r.fused for r in rs):
+                    fused = mean(r.fused[name] for r in rs)
+                    record["fused"] = round(fused, 4)
+                    record["fused_ratio"] = round(fused / base, 3) if base > 0 else None
+                out.append(record)
     return out
 
 
@@ -411,7 +472,8 @@ def table(records: Sequence[dict[str, Any]], emit: Callable[[str], None]) -> Non
     halves = list(dict.fromkeys(r["half"] for r in records))
     groups = list(dict.fromkeys(r["type"] for r in records))
     for half in halves:
-        emit(f"\n{half} half: tether / bm25s baseline")
+        fused = "fused" in index[(half, "overall", TABLE_COLUMNS[0][1])]
+        emit(f"\n{half} half: {'fused / ' if fused else ''}tether lexical / bm25s baseline")
         head = f"{'type':<26} {'n':>3}  " + "  ".join(f"{c:>11}" for c, _ in TABLE_COLUMNS)
         emit(head)
         for group in groups:
@@ -421,7 +483,10 @@ def table(records: Sequence[dict[str, Any]], emit: Callable[[str], None]) -> Non
             cells = []
             for _, name in TABLE_COLUMNS:
                 r = index[(half, group, name)]
-                cells.append(f"{r['value']:.2f}/{r['baseline']:.2f}".rjust(11))
+                cell = f"{r['value']:.2f}/{r['baseline']:.2f}"
+                if "fused" in r:
+                    cell = f"{r['fused']:.2f}/{cell}"
+                cells.append(cell.rjust(16 if fused else 11))
             emit(f"{group:<26} {row['questions']:>3}  " + "  ".join(cells))
 
 
@@ -437,19 +502,32 @@ def misses(
     for r in results:
         if r.skipped is not None:
             continue
+        scores = r.fused or r.tether
         failed = [
-            name for name in ("session_recall_all@5", "turn_recall_all@10") if r.tether[name] < 1.0
+            name for name in ("session_recall_all@5", "turn_recall_all@10") if scores[name] < 1.0
         ]
         if not failed:
             continue
         emit(f"\n{half_of[r.question_id]} {r.question_id} {r.question_type}: {', '.join(failed)}")
         emit(f"  {text[r.question_id]}")
         for label, gold, ranking in (
-            ("session", r.gold_sessions, r.sessions),
-            ("turn", r.gold_turns, r.turns),
+            ("session", r.gold_sessions, r.fused_sessions or r.sessions),
+            ("turn", r.gold_turns, r.fused_turns or r.turns),
         ):
             at = {key: n for n, key in enumerate(ranking, start=1)}
             emit(f"  {label}: " + ", ".join(f"{g} @{at.get(g, '-')}" for g in gold))
+
+
+def override(setting: str) -> None:
+    """``ranking.RRF_K=30``: set a module constant (the forked workers inherit it)."""
+    import importlib
+
+    name, _, value = setting.partition("=")
+    module, _, attr = name.rpartition(".")
+    where = {"ranking": "tether.core.ranking", "recall": "tether.memory.recall"}
+    target = importlib.import_module(where.get(module, f"tether.memory.{module}"))
+    old = getattr(target, attr)
+    setattr(target, attr, type(old)(value))
 
 
 def main() -> None:
@@ -470,21 +548,40 @@ def main() -> None:
         help="postgres: each question in its own schema of $TETHER_TEST_POSTGRES (or --pg)",
     )
     parser.add_argument("--pg", default=os.environ.get("TETHER_TEST_POSTGRES"))
+    parser.add_argument(
+        "--vectors", action="store_true", help="also recall with vectors fused (tether[vectors])"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=VALUE",
+        help="tuning: override a constant of tether.core.ranking, tether.memory.recall or"
+        " tether.memory.vectors for this run (e.g. ranking.RRF_K=30)",
+    )
     args = parser.parse_args()
+    for setting in args.set:
+        override(setting)
     if args.backend == "postgres":
         if not args.pg:
             sys.exit("--backend postgres needs --pg URL or TETHER_TEST_POSTGRES")
+        if args.vectors:
+            sys.exit("--vectors runs on the sqlite backend only (vectors live in SQLite)")
         Backend.postgres = args.pg
     try:
         import bm25s  # noqa: F401
     except ImportError:
         sys.exit("the baseline needs bm25s: .venv/bin/pip install -e '.[bench]'")
+    global _EMBEDDER  # noqa: PLW0603 (the forked workers inherit it)
 
     start = time.perf_counter()
     questions = load(args.data)
     half_of = split(questions)
     if args.only is not None:
         questions = [q for q in questions if half_of[q.question_id] == args.only]
+    if args.vectors:
+        _EMBEDDER = CachedEmbedder(threads=args.jobs)
+        precompute(questions, lambda line: print(line, file=sys.stderr, flush=True))
     results = run_all(questions, args.jobs)
     wall = time.perf_counter() - start
 

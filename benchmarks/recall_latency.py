@@ -12,7 +12,17 @@ which also gives the import throughput at that size. Baselines, measured in the 
 
 Goal (issue "The agent runtime and its memory"): p50 < 5 ms and p99 < 25 ms at 1M turns.
 
+``--vectors real|synthetic`` (the extra tether[vectors]; issue 21: p50 < 20 ms, p99 < 60
+ms at 1M turns with vectors on, query embedding included; known-item top 5 >= 0.80):
+after the lexical figures, every row gets a vector and recall runs again with vectors
+fused, beside the lexical figures of the same run. ``real`` embeds every row with the
+model (embedding throughput is measured on it; on two shared cores about 20-150 rows/s, so
+only small homes); ``synthetic`` stores random unit vectors instead, which measures the
+search and the query embedding at any size honestly but says nothing of quality (no
+known-item figure then). Also printed: the vectors' size per 100k turns.
+
     .venv/bin/python benchmarks/recall_latency.py [--turns 100000 1000000] [--queries 300]
+        [--vectors real|synthetic]
 """
 
 from __future__ import annotations
@@ -185,7 +195,101 @@ def emit(**figure: object) -> None:
     print(json.dumps(figure), flush=True)
 
 
-def bench(turns: int, n_queries: int, per_session: int, seed: int, tmp: Path) -> None:
+def bench_vectors(
+    mode: str,
+    *,
+    home: Path,
+    store: SqliteStore,
+    questions: list[tuple[str, int, str]],
+    turn_of: dict[int, tuple[str, int]],
+    turns: int,
+) -> None:
+    """The vector figures (see the module's doc) on a home already built and measured."""
+    import numpy as np
+
+    from tether.llm import embedder
+    from tether.memory.vectors import Vectors, embed_missing
+    from tether.stores.sqlite_vectors import SqliteVectors
+
+    model = embedder.load()
+    index = SqliteVectors(home / "tether.db")
+    size_before = sum(p.stat().st_size for p in home.glob("tether.db*"))
+    try:
+        vectors = Vectors(model, index)
+        start = time.perf_counter()
+        if mode == "real":
+            embed_missing(vectors, batch=256)
+            rate = vectors.counts.total / (time.perf_counter() - start)
+            emit(figure="embed_rows_per_s", turns=turns, value=round(rate, 1), mode=mode)
+        else:
+            rng = np.random.default_rng(3)
+            after = 0
+            while batch := index.missing_vectors(model.model_id, 20_000, after=after):
+                m = rng.standard_normal((len(batch), model.dim)).astype(np.float32)
+                m /= np.linalg.norm(m, axis=1, keepdims=True)
+                index.put_vectors(
+                    model.model_id, [(r.doc, m[i : i + 1]) for i, r in enumerate(batch)]
+                )
+                after = batch[-1].doc
+            vectors.refresh()
+        store.optimize_index()
+        size = sum(p.stat().st_size for p in home.glob("tether.db*")) - size_before
+        emit(
+            figure="vector_mb_per_100k_turns",
+            turns=turns,
+            value=round(size / 2**20 * 100_000 / turns, 1),
+            rows=vectors.counts.done,
+            dtype="int8 + scale",
+        )
+        for q, _, _ in questions[:20]:  # load the matrix, warm the caches
+            recall(store, q, K, time=T0, vectors=vectors)
+        embed_ms: list[float] = []
+        for q, _, _ in questions[:100]:
+            start = time.perf_counter()
+            model.embed([q])
+            embed_ms.append((time.perf_counter() - start) * 1000)
+        ours: list[float] = []
+        found = known = 0
+        for q, target, _ in questions:
+            start = time.perf_counter()
+            hits = recall(store, q, K, time=T0, vectors=vectors)
+            ours.append((time.perf_counter() - start) * 1000)
+            if target >= 0:
+                known += 1
+                found += turn_of[target] in {(h.session, h.turn) for h in hits}
+        query = model.embed([questions[0][0]])
+        nearest = [timed(lambda: index.nearest(model.model_id, query, 200)) for _ in range(50)]
+        for p in (50, 99):
+            emit(
+                figure=f"recall_vectors_ms_p{p}",
+                turns=turns,
+                value=round(percentile(ours, p), 2),
+                mode=mode,
+                goal="p50 < 20, p99 < 60 at 1M turns, query embedding included",
+                embed_query_ms=round(percentile(embed_ms, p), 2),
+                nearest_200_ms=round(percentile(nearest, p), 2),
+            )
+        if mode == "real":
+            emit(
+                figure="recall_vectors_target_in_top5",
+                turns=turns,
+                value=round(found / known, 3),
+                queries=known,
+                goal=">= 0.80 at 1M turns",
+            )
+    finally:
+        index.close()
+
+
+def bench(
+    turns: int,
+    n_queries: int,
+    per_session: int,
+    seed: int,
+    tmp: Path,
+    *,
+    vectors: str | None = None,
+) -> None:
     corpus = Corpus(seed)
     home = tmp / f"home-{turns}"
     init_home(home)
@@ -279,6 +383,10 @@ def bench(turns: int, n_queries: int, per_session: int, seed: int, tmp: Path) ->
             note="known-item questions: the asked-about turn is in the top 5",
         )
         emit(figure="recall_ms_mean", turns=turns, value=round(statistics.fmean(ours), 2))
+        if vectors is not None:
+            bench_vectors(
+                vectors, home=home, store=store, questions=questions, turn_of=turn_of, turns=turns
+            )
     finally:
         store.close()
 
@@ -292,10 +400,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--session-turns", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--vectors", choices=("real", "synthetic"), default=None)
     args = parser.parse_args()
     for turns in args.turns:
         with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
-            bench(turns, args.queries, args.session_turns, args.seed, Path(tmp))
+            bench(
+                turns, args.queries, args.session_turns, args.seed, Path(tmp), vectors=args.vectors
+            )
 
 
 if __name__ == "__main__":

@@ -126,3 +126,57 @@ def test_another_matching_turn_never_lowers_a_session(
     more = [*rows, row(session, 99, extra, rid=len(rows))]
     after = {s.session: s.score for s in ranking.by_session(ranking.fold(more))}
     assert after[session] > before.get(session, 0.0)
+
+
+# -- fusion with vector rankings -------------------------------------------------------
+
+_keys = st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 6)), unique=True, max_size=12)
+
+
+def _ranked(keys: list[tuple[str, int]]) -> list[ranking.Scored]:
+    rows = [row(s, t, float(len(keys) - n), rid=n) for n, (s, t) in enumerate(keys)]
+    return ranking.fold(rows)
+
+
+@given(_keys, _keys)
+@settings(max_examples=200)
+def test_rrf_keeps_every_turn_once_and_agreement_wins(
+    lexical: list[tuple[str, int]], vector: list[tuple[str, int]]
+) -> None:
+    fused = ranking.rrf(_ranked(lexical), _ranked(vector))
+    keys = [s.key for s in fused]
+    assert sorted(keys) == sorted(set(lexical) | set(vector))
+    assert [s.score for s in fused] == sorted((s.score for s in fused), reverse=True)
+    if lexical and vector and lexical[0] == vector[0]:
+        assert keys[0] == lexical[0]  # first in both is first fused
+
+
+@given(_keys)
+def test_rrf_with_no_vector_ranking_keeps_the_lexical_order(lexical: list[tuple[str, int]]) -> None:
+    ranked = _ranked(lexical)
+    assert [s.key for s in ranking.rrf(ranked, [])] == [s.key for s in ranked]
+
+
+@given(_keys, _keys)
+def test_rrf_sessions_ranks_each_session_once(
+    lexical: list[tuple[str, int]], vector: list[tuple[str, int]]
+) -> None:
+    a = ranking.by_session(_ranked(lexical))
+    b = ranking.by_session(_ranked(vector))
+    fused = ranking.rrf_sessions(a, b)
+    assert sorted(s.session for s in fused) == sorted({s for s, _ in lexical + vector})
+    for s in fused:
+        assert len({t.key for t in s.turns}) == len(s.turns)
+
+
+def test_a_turn_found_by_vector_scores_by_its_best_row_and_its_period() -> None:
+    inside = Period(T0, T0 + timedelta(days=1), "today")
+    rows = [
+        row("a", 1, 0.5, rid=1),
+        row("a", 1, 0.6, field="assistant", rid=2),
+        row("b", 1, 0.7, rid=3, time=T0 - timedelta(hours=1)),
+    ]
+    turns = ranking.fold_best(rows, inside)
+    by_key = {t.key: t.score for t in turns}
+    assert by_key[("a", 1)] == pytest.approx(0.6 * ranking.VECTOR_ASIDE * 2)
+    assert turns[0].best.id == 2

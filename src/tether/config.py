@@ -282,6 +282,12 @@ class CheckpointConfig(_Section, frozen=True):
     deadline_s: Annotated[float, msgspec.Meta(gt=0.0, le=60.0)] = 3.0
 
 
+class RecallConfig(_Section, frozen=True):
+    #: Sentence vectors fused with lexical recall (the extra tether[vectors]): "auto" uses
+    #: them when the extra is installed, true requires it, false never loads the model.
+    vectors: Literal["auto"] | bool = "auto"
+
+
 class Config(_Section, frozen=True):
     llm: LlmConfig = msgspec.field(default_factory=LlmConfig)
     expect: ExpectConfig = msgspec.field(default_factory=ExpectConfig)
@@ -295,6 +301,7 @@ class Config(_Section, frozen=True):
     sweep: SweepConfig = msgspec.field(default_factory=SweepConfig)
     budget: BudgetConfig = msgspec.field(default_factory=BudgetConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
+    recall: RecallConfig = msgspec.field(default_factory=RecallConfig)
     checkpoint: CheckpointConfig = msgspec.field(default_factory=CheckpointConfig)
 
     def __post_init__(self) -> None:

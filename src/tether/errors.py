@@ -60,7 +60,9 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   ├── LlmUnreachableError      connection refused, DNS, reset
     │   ├── LlmTimeoutError          no reply within [llm] timeout_s
     │   ├── LlmProtocolError         a reply we cannot read (HTTP status, body excerpt)
-    │   └── EmbeddedModelError       the in-process model cannot be loaded or run (path)
+    │   ├── EmbeddedModelError       the in-process model cannot be loaded or run (path)
+    │   └── EmbedderError            [llm.embedder] the sentence-embedding model cannot be
+    │                                loaded or run (model file, problem)
     ├── TurnFailedError              [agent.outcomes] a turn ended without an answer; its TurnError
     │                                is in the log (session, kind, the LlmError as cause)
     ├── CompactionFailedError        [agent.compaction] neither the model's summary nor the

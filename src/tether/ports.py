@@ -9,6 +9,8 @@ typed, never dicts, and live in ``tether.records`` (memory, inference) or ``teth
   mirror and the memory scan need of it goes through methods here too.
 - ``Llm``: an inference backend (llama-server, the embedded model).
 - ``Producer``: what gives the sweep a day's packet.
+- ``Embedder`` / ``VectorIndex``: sentence vectors for recall (the extra tether[vectors]):
+  the model that makes them, and where they are kept and searched.
 
 The Store holds everything that is not a session log: the full-text index over logs,
 notes, pages, the journal of memory writes, and the recalls log. SQLite
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import date, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tether.core.memory_block import Entry
 from tether.core.sweep import state as _sweep
@@ -49,7 +51,16 @@ from tether.records import (
     SpendSettle,
     SpentToday,
     TextCell,
+    VecSource,
+    VectorCounts,
 )
+
+if TYPE_CHECKING:  # numpy comes with the extra tether[vectors]; only its types are named here
+    import numpy as np
+    import numpy.typing as npt
+
+    #: Rows of L2-normalised float32 vectors, one per text.
+    Matrix = npt.NDArray[np.float32]
 
 #: How a use-case gets a store it may not need: it calls this only when it has something
 #: to write, so a bad input file leaves no ``tether.db`` behind; the caller (the CLI, a
@@ -399,3 +410,48 @@ class Producer(Protocol):
     """Gives the sweep a day's packet, or says why the day is not ready."""
 
     def produce(self, owner: _sweep.Owner, window: Window) -> DailySweepInput | Incomplete: ...
+
+
+class Embedder(Protocol):
+    """A sentence-embedding model, run in process and offline (``llm.embedder``). Texts
+    in, one L2-normalised float32 row per text out; ``model_id`` names the model and its
+    version, so the vectors it made are told from another model's."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """An ``(len(texts), dim)`` array; raises ``EmbedderError``."""
+        ...
+
+
+class VectorIndex(Protocol):
+    """Where the vectors of indexed rows are kept and searched (``stores.sqlite_vectors``).
+    A row's vectors go when the row goes or its text is rewritten."""
+
+    def close(self) -> None: ...
+
+    def vector_counts(self, model: str) -> VectorCounts:
+        """Rows that take a vector (every indexed row but tool calls) and how many have
+        one from ``model``."""
+        ...
+
+    def missing_vectors(self, model: str, limit: int, *, after: int = 0) -> list[VecSource]:
+        """Up to ``limit`` rows (doc id above ``after``, in id order) with no vector from
+        ``model``."""
+        ...
+
+    def put_vectors(self, model: str, rows: Sequence[tuple[int, Matrix]]) -> None:
+        """Store each doc id's vectors (one row per part of its text), replacing any it
+        had, in one transaction; a doc id no longer indexed is skipped."""
+        ...
+
+    def nearest(
+        self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
+    ) -> list[Found]:
+        """The ``k`` rows whose best part is nearest ``query`` (one vector), best first,
+        ``score`` the cosine similarity; among the rows of the refs ``only`` if given."""
+        ...

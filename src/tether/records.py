@@ -227,6 +227,26 @@ class LogRow(msgspec.Struct, frozen=True):
     time: datetime
 
 
+class VecSource(msgspec.Struct, frozen=True):
+    """An indexed row that has no vector yet from the current model: its ``doc`` id and
+    the (redacted) text the index keeps, what the embedder is given."""
+
+    doc: int
+    text: str
+    field: LogField | None = None  # None: a note, page, identity entry or fact
+
+
+class VectorCounts(msgspec.Struct, frozen=True):
+    """How many rows that take a vector have one from a model, of how many."""
+
+    done: int
+    total: int
+
+    @property
+    def complete(self) -> bool:
+        return self.done >= self.total
+
+
 class IndexCursor(msgspec.Struct, frozen=True):
     """How far a log file has been indexed: byte offset, the session's turn number and
     taint at that offset (so an incremental pass resumes with the right numbering)."""

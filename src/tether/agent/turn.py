@@ -98,8 +98,12 @@ class Agent:
         budget: BudgetGate | None = None,
         n_ctx: int | None = None,
         facts: Callable[[], Sequence[BlockFact]] | None = None,
+        indexed: Callable[[], object] | None = None,
     ) -> None:
         self.home = home
+        #: Called after each index pass of a turn's rows (on the worker thread that ran
+        #: it): the daemon's vector indexer queues its pass there.
+        self.indexed = indexed
         #: The daily sweep's active facts for each new baseline's memory block.
         self.facts = facts
         self.config = config
@@ -310,6 +314,8 @@ class Agent:
         report = index_home(self.home, self.store, only=sids)
         for session, error in report.errors:
             log.warning("index session=%s skipped: %s", session, error)
+        if self.indexed is not None:
+            self.indexed()
 
     def due(self, session: Session) -> bool:
         return session.ended or should_compact(

@@ -233,6 +233,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     report.checks.append(_private_home(ctx))
     report.checks.append(_store(ctx, config, report))
     report.warnings.extend(_budget_warnings(ctx))
+    report.warnings.extend(_recall_warnings(ctx, config))
     hooks, warning = _hooks(ctx)
     report.checks.append(hooks)
     if warning:
@@ -279,6 +280,18 @@ def _budget_warnings(ctx: Context) -> list[str]:
         f"budget: {kind} hit its budget today ({reason}, {n} call(s) refused; `tether usage`)"
         for (kind, reason), n in sorted(found.items())
     ]
+
+
+def _recall_warnings(ctx: Context, config: Config) -> list[str]:
+    """One line when recall is lexical (the extra absent, vectors off or incomplete)."""
+    from tether.daemon.vectors import lexical_reason
+
+    try:
+        with ctx.store():  # opened (and migrated) first, as the daemon does
+            reason = lexical_reason(ctx.home, config)
+    except TetherError as exc:
+        return [f"recall: the vectors cannot be read ({exc})"]
+    return [] if reason is None else [reason]
 
 
 def _hooks(ctx: Context) -> tuple[Check, str | None]:

@@ -9,11 +9,13 @@ with ``--sessions``, a list of ``{"session", "score", "turns": [hit, ...]}``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
+import msgspec
 
 from tether.cli.context import (
     Context,
@@ -27,6 +29,7 @@ from tether.cli.context import (
     utc_stamp,
 )
 from tether.cli.progress import terminal_meter
+from tether.errors import BadInputError
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.records import JournalEntry
@@ -38,6 +41,7 @@ from tether.scan.allow import ALLOW_FILE, home_allow
 if TYPE_CHECKING:
     from tether.memory.recall import SessionHit
     from tether.memory.secret_scan import ScanReport
+    from tether.memory.vectors import Vectors
     from tether.records import Hit
 
 #: Characters of a hit's text on one line of human output.
@@ -93,14 +97,14 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
     from tether.memory.recall import recall, recall_sessions
 
     home = ctx.home
-    with ctx.store() as store:
+    with ctx.store() as store, _vectors(ctx) as vectors:
         report = index_home(home, store)
         now = datetime.now(UTC)
         if by_session:
-            sessions = recall_sessions(store, query, k, time=now)
+            sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
         else:
             with ctx.sweep_reader() as sweep:
-                hits = recall(store, query, k, time=now, home=home, sweep=sweep)
+                hits = recall(store, query, k, time=now, home=home, sweep=sweep, vectors=vectors)
     warn_unindexed(report.errors)
     if by_session:
         _print_sessions(sessions, as_json)
@@ -117,17 +121,43 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
         click.echo(f"{h.tag:<14} {where:<{width}} {h.score:7.2f}  {_one_line(h.text)}")
 
 
+@contextlib.contextmanager
+def _vectors(ctx: Context) -> Iterator[Vectors | None]:
+    """Recall's vectors as ``[recall] vectors`` says (None: lexical); the store must be
+    open first (it migrates the file)."""
+    from tether.daemon.vectors import open_vectors
+
+    vectors = open_vectors(ctx.home, ctx.config())
+    try:
+        yield vectors
+    finally:
+        if vectors is not None:
+            vectors.index.close()
+
+
 @click.command("reindex")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option(
+    "--vectors",
+    "vectors_only",
+    is_flag=True,
+    help="Embed the rows that have no vector yet (resumable); the index is not dropped.",
+)
 @pass_ctx
-def reindex_cmd(ctx: Context, as_json: bool) -> None:
+def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
     """Drop the index of session logs and build it again from the files.
 
     For a log that was edited or restored by hand (recall then warns that it is shorter
     than what was indexed). Notes, pages, identity, facts, the journal and recall counts
     are kept. A session that cannot be read is reported and left out; exit 1 then.
+    With --vectors: bring the index up to date, then embed every row without a vector
+    from the current model (after a model change, all of them); a killed run resumes.
     """
     from tether.memory.indexer import reindex
+
+    if vectors_only:
+        _reindex_vectors(ctx, as_json)
+        return
 
     with ctx.store() as store, terminal_meter() as meter:
         report = reindex(ctx.home, store, meter=meter)
@@ -152,6 +182,54 @@ def reindex_cmd(ctx: Context, as_json: bool) -> None:
         warn_unindexed(report.errors)
     if report.errors:
         click.get_current_context().exit(1)
+
+
+def _reindex_vectors(ctx: Context, as_json: bool) -> None:
+    from tether.daemon.vectors import open_vectors
+    from tether.faults import crash_point
+    from tether.llm.embedder import require_extra
+    from tether.memory.indexer import index_home
+    from tether.memory.vectors import embed_missing
+
+    require_extra("tether memory reindex --vectors")
+    config = ctx.config()
+    with ctx.store() as store:
+        report = index_home(ctx.home, store)
+        vectors = open_vectors(
+            ctx.home,
+            msgspec.structs.replace(
+                config, recall=msgspec.structs.replace(config.recall, vectors=True)
+            ),
+        )
+        if vectors is None:
+            raise BadInputError("this store has no vector index yet: vectors need SQLite")
+        try:
+            before = vectors.counts
+            with terminal_meter() as meter:
+                embedded = embed_missing(
+                    vectors,
+                    progress=meter,
+                    after_batch=lambda _n: crash_point("reindex_vectors.batch"),
+                )
+            after = vectors.counts
+        finally:
+            vectors.index.close()
+    warn_unindexed(report.errors)
+    if as_json:
+        echo_json(
+            {
+                "model": vectors.model,
+                "embedded": embedded,
+                "had": before.done,
+                "with_vectors": after.done,
+                "rows": after.total,
+            }
+        )
+        return
+    click.echo(
+        f"embedded {counted(embedded, 'row')} with {vectors.model}: "
+        f"{after.done} of {counted(after.total, 'row')} have vectors"
+    )
 
 
 def _print_sessions(sessions: list[SessionHit], as_json: bool) -> None:

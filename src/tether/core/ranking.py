@@ -122,3 +122,92 @@ def by_session(turns: Sequence[Scored], rest: float = SESSION_REST) -> list[Sess
         out.append(SessionScore(session, score, tuple(ordered)))
     out.sort(key=lambda s: -s.score)
     return out
+
+
+# -- vectors (``memory.vectors``): nearest rows, and their ranking fused with bm25's --------
+
+#: Weight of a reply's or tool output's cosine beside the owner's words, for a turn.
+VECTOR_ASIDE = 0.9
+#: Reciprocal-rank fusion's constant: a hit at rank r counts 1 / (RRF_K + r).
+RRF_K = 20
+#: Weight of the vector ranking in the fusion (the lexical one weighs 1).
+VECTOR_WEIGHT = 1.0
+#: ``by_session``'s ``rest`` for sessions ranked by vector (as measured: the lexical value;
+#: other turns are all middling, so summing them would favour long sessions.
+VECTOR_SESSION_REST = 0.3
+
+
+def fold_best(
+    rows: Sequence[Found],
+    period: Period | None = None,
+    boost: float = PERIOD_BOOST,
+    aside: float | None = None,
+) -> list[Scored]:
+    """Like ``fold``, but a turn scores by its best row (similarities do not add up: a
+    turn with a reply is not twice as near as one without). ``aside``: ``VECTOR_ASIDE``."""
+    aside = VECTOR_ASIDE if aside is None else aside
+    groups: dict[tuple[str, int] | str, list[tuple[float, Found]]] = {}
+    for row in rows:
+        score = row.score * field_weight(row, aside)
+        if period is not None and boost and row.time in period:
+            score *= 1 + boost
+        if score <= 0:
+            continue
+        key: tuple[str, int] | str
+        key = (
+            (row.session, row.turn) if row.session is not None and row.turn is not None else row.ref
+        )
+        groups.setdefault(key, []).append((score, row))
+    out = []
+    for key, scored in groups.items():
+        top = max(scored, key=lambda sr: sr[0])
+        out.append(Scored(key=key, score=top[0], best=top[1], rows=tuple(r for _, r in scored)))
+    out.sort(key=lambda s: -s.score)
+    return out
+
+
+def rrf(
+    lexical: Sequence[Scored],
+    vector: Sequence[Scored],
+    k: float | None = None,
+    weight: float | None = None,
+) -> list[Scored]:
+    """Reciprocal-rank fusion of two rankings of turns: each scores 1 / (k + rank) in a
+    ranking it is in (rank 1 first), the vector one times ``weight``; best first, ties in
+    lexical order. The row shown is the lexical one when the turn is in both. (``k`` and
+    ``weight`` default to ``RRF_K`` and ``VECTOR_WEIGHT``, read when called.)"""
+    k = RRF_K if k is None else k
+    weight = VECTOR_WEIGHT if weight is None else weight
+    fused: dict[tuple[str, int] | str, tuple[float, Found, tuple[Found, ...]]] = {}
+    for w, ranking in ((1.0, lexical), (weight, vector)):
+        for rank, s in enumerate(ranking, start=1):
+            score, best, rows = fused.get(s.key, (0.0, s.best, ()))
+            fused[s.key] = (score + w / (k + rank), best, rows + s.rows)
+    out = [Scored(key=key, score=v[0], best=v[1], rows=v[2]) for key, v in fused.items()]
+    out.sort(key=lambda s: -s.score)
+    return out
+
+
+def rrf_sessions(
+    lexical: Sequence[SessionScore],
+    vector: Sequence[SessionScore],
+    k: float | None = None,
+    weight: float | None = None,
+) -> list[SessionScore]:
+    """``rrf`` at the level of sessions: each ranking aggregated by ``by_session`` on its
+    own scores first, then fused; a session's turns are the lexical ones, then the
+    vector ones it adds."""
+    k = RRF_K if k is None else k
+    weight = VECTOR_WEIGHT if weight is None else weight
+    fused: dict[str, tuple[float, tuple[Scored, ...]]] = {}
+    for w, ranking in ((1.0, lexical), (weight, vector)):
+        for rank, s in enumerate(ranking, start=1):
+            score, turns = fused.get(s.session, (0.0, ()))
+            seen = {t.key for t in turns}
+            fused[s.session] = (
+                score + w / (k + rank),
+                turns + tuple(t for t in s.turns if t.key not in seen),
+            )
+    out = [SessionScore(session, v[0], v[1]) for session, v in fused.items()]
+    out.sort(key=lambda s: -s.score)
+    return out

@@ -24,6 +24,7 @@ from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import GatedLlm, HarvestQueue
+from tether.daemon.vectors import VectorIndexer, open_vectors
 from tether.errors import BadInputError, TetherError
 from tether.extract.extractor import Extractor
 from tether.llm.gguf import planned_n_ctx
@@ -125,6 +126,8 @@ class Runtime:
     llm: Llm
     http: httpx.AsyncClient
     agent: Agent
+    #: Recall's vectors and their indexer (``[recall] vectors``); None: lexical recall.
+    vectors: VectorIndexer | None = None
 
     async def aclose(self) -> None:
         await self.llm.aclose()
@@ -133,6 +136,8 @@ class Runtime:
             if self.agent.budget is not None:
                 self.agent.budget.flush()  # settles kept for the next call's write
         finally:
+            if self.vectors is not None:
+                self.vectors.close()
             self.sweep.close()
             self.store.close()
 
@@ -148,12 +153,14 @@ def build_runtime(
         raise
     try:
         model = llm if llm is not None else build_llm(config)
+        vectors = open_vectors(home, config)
     except BaseException:
         sweep.close()
         store.close()
         raise
+    indexer = None if vectors is None else VectorIndexer(vectors)
     http = httpx.AsyncClient(headers={"user-agent": "tether"})
-    tools = ToolBox(home, store, config, http, sweep=sweep)
+    tools = ToolBox(home, store, config, http, sweep=sweep, vectors=vectors)
     clock = clock or SystemClock()
     agent = Agent(
         home=home,
@@ -165,9 +172,17 @@ def build_runtime(
         budget=build_budget(home, config, store, clock, sweep),
         n_ctx=planned_n_ctx(config),
         facts=lambda: home_facts(sweep, home),
+        indexed=None if indexer is None else indexer.poke,
     )
     return Runtime(
-        home=home, config=config, store=store, sweep=sweep, llm=model, http=http, agent=agent
+        home=home,
+        config=config,
+        store=store,
+        sweep=sweep,
+        llm=model,
+        http=http,
+        agent=agent,
+        vectors=indexer,
     )
 
 

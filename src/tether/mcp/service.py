@@ -34,6 +34,7 @@ from tether.memory.indexer import turn_rows
 from tether.memory.notes import write_note
 from tether.memory.pages import render
 from tether.memory.recall import recall, recall_sessions
+from tether.memory.vectors import Vectors
 from tether.ports import Store, SweepStore
 from tether.records import Hit, Page
 from tether.scan.allow import home_allow
@@ -84,8 +85,10 @@ class Memory:
         *,
         result_tokens: int,
         now: Callable[[], datetime],
+        vectors: Vectors | None = None,
     ) -> None:
         self.home = home
+        self.vectors = vectors  # ``[recall] vectors``; None: lexical recall
         self.store = store
         self.sweep = sweep
         self.result_tokens = result_tokens
@@ -116,12 +119,19 @@ class Memory:
         if level == "sessions":
             if caller.lane == "remote":
                 raise mcp.FenceError(caller.lane, "level sessions", "a search of transcripts")
-            found = recall_sessions(self.store, query, k, time=time)
+            found = recall_sessions(self.store, query, k, time=time, vectors=self.vectors)
             compact = [self._session_hit(s.session, s.turns[0]) for s in found]
         else:
             only = self.world_refs if caller.lane == "remote" else None
             hits = recall(
-                self.store, query, k, time=time, home=self.home, sweep=self.sweep, only=only
+                self.store,
+                query,
+                k,
+                time=time,
+                home=self.home,
+                sweep=self.sweep,
+                only=only,
+                vectors=self.vectors,
             )
             compact = [self._compact(h) for h in hits]
         kept, left_out = mcp.pack(compact, self.result_tokens)

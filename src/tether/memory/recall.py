@@ -17,6 +17,12 @@ when nothing changed; see ``memory.facts`` and ``stores.sqlite_mirror``), from t
 ``recall_sessions`` is the same search ranked by session: a session's turn hits
 aggregated by ``core.ranking.by_session``, with the assistant's side of the conversation
 weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
+
+Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
+fuse its nearest rows with the lexical ranking by reciprocal rank (``ranking.rrf``):
+turns for ``recall``; for ``recall_sessions``, each ranking aggregated per session first,
+then the sessions fused (``ranking.rrf_sessions``). The period boost applies to both
+rankings. The API and what is returned are the same with and without vectors.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from tether.core import periods, query, ranking
 from tether.errors import BadInputError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
+from tether.memory.vectors import POOL as VECTOR_POOL
+from tether.memory.vectors import Vectors, vector_turns
 from tether.ports import Store, SweepStore
 from tether.records import Hit, SearchQuery
 from tether.scan.allow import home_allow
@@ -45,6 +53,10 @@ POOL = 200
 NEWEST_POOL = 200
 #: Turns a session search looks at (about ten a session).
 SESSION_TURNS = 100
+#: How ``recall_sessions`` fuses vectors: "sessions" ranks sessions by vector on their
+#: own (``ranking.VECTOR_SESSION_REST``) and fuses the two session rankings; "turns"
+#: fuses the turn rankings and aggregates the fused turns per session.
+SESSION_FUSION = "sessions"
 #: Leave the words that named a period ("two weeks ago") out of the search terms; month
 #: and weekday names stay (measured on LongMemEval: see benchmarks/RESULTS.md).
 STRIP_PERIOD = True
@@ -105,6 +117,21 @@ def _turns(
     return []
 
 
+def _fused(
+    vectors: Vectors | None,
+    text: str,
+    q: _Question | None,
+    *,
+    pool: int = VECTOR_POOL,
+    only: Sequence[str] | None = None,
+) -> list[ranking.Scored] | None:
+    """The vector ranking of ``text``'s turns, or None when there is none to fuse (no
+    vectors, or not every row has one yet: recall stays lexical)."""
+    if vectors is None or q is None or not vectors.complete:
+        return None
+    return vector_turns(vectors.nearest(text, pool, only=only), q.period)
+
+
 def _sync(store: Store, sweep: SweepStore | None, home: Path | None) -> None:
     """Bring the identity (when ``home`` is given) and sweep fact rows in step."""
     if home is None:
@@ -138,6 +165,7 @@ def recall(
     home: Path | None = None,
     sweep: SweepStore | None = None,
     only: Callable[[], Sequence[str]] | None = None,
+    vectors: Vectors | None = None,
 ) -> list[Hit]:
     """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
@@ -154,13 +182,22 @@ def recall(
     refs = None if only is None else only()
     q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
+    near = _fused(vectors, text, q, only=refs)
+    if near is not None:
+        turns = ranking.rrf(turns, near)
     hits = [_hit(t) for t in turns[:k]]
     store.record_recalls([h.ref for h in hits], time)
     return hits
 
 
 def recall_sessions(
-    store: Store, text: str, k: int, *, time: datetime, budget: int = query.DEFAULT_BUDGET
+    store: Store,
+    text: str,
+    k: int,
+    *,
+    time: datetime,
+    budget: int = query.DEFAULT_BUDGET,
+    vectors: Vectors | None = None,
 ) -> list[SessionHit]:
     """The ``k`` sessions that best answer ``text``, best first, each with its turn hits.
 
@@ -175,7 +212,14 @@ def recall_sessions(
         return []
     pool = max(SESSION_TURNS * FANOUT, POOL)
     turns = _turns(store, q, pool, budget, aside=ranking.SESSION_ASIDE_WEIGHT)
-    sessions = ranking.by_session(turns, ranking.SESSION_REST)[:k]
+    sessions = ranking.by_session(turns, ranking.SESSION_REST)
+    near = _fused(vectors, text, q, pool=SESSION_TURNS * FANOUT)
+    if near is not None and SESSION_FUSION == "turns":
+        sessions = ranking.by_session(ranking.rrf(turns, near), ranking.SESSION_REST)
+    elif near is not None:
+        ranked = ranking.by_session(near, ranking.VECTOR_SESSION_REST)
+        sessions = ranking.rrf_sessions(sessions, ranked)
+    sessions = sessions[:k]
     out = [
         SessionHit(session=s.session, score=s.score, turns=tuple(_hit(t) for t in s.turns))
         for s in sessions

@@ -15,7 +15,7 @@ import msgspec
 
 from tether.config import Config
 from tether.errors import BadInputError
-from tether.ports import Store, SweepStore
+from tether.ports import Store, SweepStore, VectorIndex
 from tether.stores.sqlite import SqliteStore
 
 #: The embedded store's file, inside the home.
@@ -114,6 +114,17 @@ def migrate_store(home: Path, config: Config) -> StoreInfo:
         )
 
 
+def open_vector_index(home: Path, config: Config) -> VectorIndex | None:
+    """Where recall's vectors live: beside the index in the SQLite file (migrated by
+    ``open_store`` first); None on a backend that has no vector table yet. Needs the extra
+    tether[vectors] (numpy). PostgreSQL has none yet: recall there stays lexical."""
+    if config.store.postgres:
+        return None
+    from tether.stores.sqlite_vectors import SqliteVectors  # numpy: only with the extra
+
+    return SqliteVectors(sqlite_path(home, config))
+
+
 __all__ = [
     "DB_FILE",
     "SqliteStore",
@@ -121,5 +132,6 @@ __all__ = [
     "migrate_store",
     "open_store",
     "open_sweep_store",
+    "open_vector_index",
     "sqlite_path",
 ]

@@ -231,6 +231,43 @@ MIGRATIONS: tuple[str, ...] = (
     # (``core.symbols``): no SQL, only ``AFTER[SYMBOLS_VERSION]``, which gives every row
     # whose ``seg`` changes its new one. Its place in this tuple is its number.
     _SYMBOLS,
+    # 8: sentence vectors of indexed rows (``sqlite_vectors``, the extra tether[vectors]).
+    # One vector per part of a ``doc`` row (a long text is embedded in parts), made by
+    # the model named in ``vec_model``: a model change leaves the old vectors unread
+    # until re-embedded. A row deleted from ``doc``, or whose text is rewritten (a
+    # redaction), loses its vectors in the same statement, and ``stat.vec_gone`` counts
+    # it, so a reader holding vectors in memory knows to reload.
+    """
+    CREATE TABLE vec_model (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        dim INTEGER NOT NULL
+    );
+    CREATE TABLE doc_vec (
+        id INTEGER PRIMARY KEY,
+        doc INTEGER NOT NULL,
+        part INTEGER NOT NULL,
+        model INTEGER NOT NULL REFERENCES vec_model (id),
+        dtype TEXT NOT NULL CHECK (dtype IN ('float32', 'int8')),
+        scale REAL NOT NULL,   -- int8: value = byte x scale; float32: 1
+        vec BLOB NOT NULL,
+        UNIQUE (doc, part)
+    );
+    CREATE INDEX doc_vec_model ON doc_vec (model, doc);
+    INSERT INTO stat (name, value) VALUES ('vec_gone', 0);
+    CREATE TRIGGER doc_vec_deleted AFTER DELETE ON doc
+    WHEN EXISTS (SELECT 1 FROM doc_vec WHERE doc = old.id)
+    BEGIN
+        DELETE FROM doc_vec WHERE doc = old.id;
+        UPDATE stat SET value = value + 1 WHERE name = 'vec_gone';
+    END;
+    CREATE TRIGGER doc_vec_rewritten AFTER UPDATE OF text ON doc
+    WHEN EXISTS (SELECT 1 FROM doc_vec WHERE doc = old.id)
+    BEGIN
+        DELETE FROM doc_vec WHERE doc = old.id;
+        UPDATE stat SET value = value + 1 WHERE name = 'vec_gone';
+    END;
+    """,
 )
 
 

@@ -22,6 +22,7 @@ from tether.memory.indexer import index_home
 from tether.memory.notes import write_note
 from tether.memory.pages import render
 from tether.memory.recall import recall
+from tether.memory.vectors import Vectors
 from tether.ports import Store, SweepStore
 from tether.scan.allow import home_allow
 from tether.scan.screen import Screened, screen
@@ -69,8 +70,10 @@ class ToolBox:
         http: httpx.AsyncClient,
         *,
         sweep: SweepStore | None = None,
+        vectors: Vectors | None = None,
     ) -> None:
         self.home = home
+        self.vectors = vectors  # recall's vectors (``[recall] vectors``); None: lexical
         self.sweep = sweep  # the sweep's store, whose active facts recall finds too
         self.store = store
         self.config = config
@@ -106,7 +109,15 @@ class ToolBox:
         # Other sessions are indexed after each of their turns; this one may have
         # records from the turn in progress.
         index_home(self.home, self.store, only=[ctx.session])
-        hits = recall(self.store, a.query, a.k, time=ctx.time, home=self.home, sweep=self.sweep)
+        hits = recall(
+            self.store,
+            a.query,
+            a.k,
+            time=ctx.time,
+            home=self.home,
+            sweep=self.sweep,
+            vectors=self.vectors,
+        )
         if not hits:
             return ToolOutcome("no matches in memory", "memory", False)
         lines = []

@@ -1,0 +1,136 @@
+"""Vector recall beside the lexical one: the question embedded once, its nearest rows,
+and the two rankings fused (``core.ranking.rrf``). What ``recall`` and
+``recall_sessions`` run when they are handed a ``Vectors``; without one they are lexical.
+
+- ``Vectors``: an ``Embedder`` and a ``VectorIndex`` (the composition root builds them:
+  ``daemon.vectors.open_vectors``), and whether every row that takes a vector has one
+  from this model. Incomplete, recall stays lexical (``doctor`` says so) until
+  ``tether memory reindex --vectors`` or the daemon's indexer catches up.
+- ``parts``: how a row's text is cut for the model (it reads 256 WordPiece tokens): whole
+  up to ``PART_WORDS`` words, else in overlapping parts, at most ``MAX_PARTS``; a row
+  scores by its best part. A reply is embedded by its opening ``REPLY_WORDS`` words only:
+  what a reply is about shows there, what is asked about later is the owner's words, and
+  whole replies (five times the owner's words on LongMemEval) cost four times the time.
+- ``embed_missing``: the indexer's loop, shared by the daemon and the CLI: rows without a
+  vector, in id order, in batches, each batch committed (a kill loses at most one batch
+  and re-embeds nothing done).
+
+No LLM is called at query time: the embedder is a small local model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tether.core import ranking
+from tether.core.periods import Period
+from tether.ports import Embedder, Progress, VectorIndex
+from tether.records import Found, VectorCounts
+
+#: Words of a row embedded whole; a longer row is cut in parts of this many words.
+PART_WORDS = 160
+#: Words two neighbouring parts share, so a sentence cut in two is whole in one of them.
+PART_OVERLAP = 20
+#: Parts of one row at most (the rest of a very long paste is left to lexical recall).
+MAX_PARTS = 4
+#: Words of a reply (assistant text) embedded.
+REPLY_WORDS = 64
+#: Rows the question's nearest-neighbour search returns.
+POOL = 200
+#: Rows embedded per batch (one transaction each).
+BATCH_ROWS = 64
+
+
+@dataclass
+class Vectors:
+    """The embedder, the index, and whether the index is complete for the embedder's model."""
+
+    embedder: Embedder
+    index: VectorIndex
+    counts: VectorCounts = field(default_factory=lambda: VectorCounts(0, 0))
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    @property
+    def model(self) -> str:
+        return self.embedder.model_id
+
+    @property
+    def complete(self) -> bool:
+        return self.counts.complete
+
+    def refresh(self) -> VectorCounts:
+        self.counts = self.index.vector_counts(self.model)
+        return self.counts
+
+    def nearest(self, text: str, k: int, only: Sequence[str] | None = None) -> list[Found]:
+        """The rows nearest ``text`` (cosine in ``score``), best first."""
+        query = self.embedder.embed([text])
+        return self.index.nearest(self.model, query, k, only=only)
+
+
+def parts(text: str, field: str | None = None) -> list[str]:
+    """The pieces of ``text`` (a row of ``field``) the model is given (the module's doc)."""
+    words = text.split()
+    if field == "assistant":
+        return [" ".join(words[:REPLY_WORDS]) if len(words) > REPLY_WORDS else text]
+    if len(words) <= PART_WORDS:
+        return [text]
+    step = PART_WORDS - PART_OVERLAP
+    out = []
+    for start in range(0, len(words), step):
+        out.append(" ".join(words[start : start + PART_WORDS]))
+        if start + PART_WORDS >= len(words) or len(out) == MAX_PARTS:
+            break
+    return out
+
+
+def embed_missing(
+    vectors: Vectors,
+    *,
+    limit: int | None = None,
+    progress: Progress | None = None,
+    batch: int = BATCH_ROWS,
+    after_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Embed rows that have no vector from the model, in id order, a batch per
+    transaction; at most ``limit`` rows (None: all). Rows embedded; ``after_batch`` is
+    called with the running count after each commit (the fault points of the crash
+    tests sit there)."""
+    done = 0
+    after = 0
+    if progress is not None:
+        counts = vectors.refresh()
+        progress.stage("embedding rows", max(counts.total - counts.done, 0))
+    while limit is None or done < limit:
+        want = batch if limit is None else min(batch, limit - done)
+        rows = vectors.index.missing_vectors(vectors.model, want, after=after)
+        if not rows:
+            break
+        pieces = [parts(r.text, r.field) for r in rows]
+        flat = [p for ps in pieces for p in ps]
+        matrix = vectors.embedder.embed(flat)
+        out = []
+        at = 0
+        for r, ps in zip(rows, pieces, strict=True):
+            out.append((r.doc, matrix[at : at + len(ps)]))
+            at += len(ps)
+        vectors.index.put_vectors(vectors.model, out)
+        after = rows[-1].doc
+        done += len(rows)
+        if progress is not None:
+            progress.advance(len(rows))
+        if after_batch is not None:
+            after_batch(done)
+    vectors.refresh()
+    return done
+
+
+def vector_turns(
+    found: Sequence[Found], period: Period | None, *, aside: float | None = None
+) -> list[ranking.Scored]:
+    """Rows found by vector, one ``Scored`` per turn (or note, page): its best row's cosine
+    (replies and tool output at ``aside``), boosted in the period the question names."""
+    return ranking.fold_best(found, period, ranking.PERIOD_BOOST, aside=aside)

