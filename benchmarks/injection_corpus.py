@@ -529,7 +529,11 @@ class Corpus:
         tier_outcomes: list[str] = []
         if case.tier:
             self._script(case.tier, entry)
-            listing = scheduled_text(T0, "Promote what deserves it.", tiers_text(home, store))
+            listing = scheduled_text(
+                T0,
+                "Promote what deserves it.",
+                tiers_text(home, store, agent.config.memory.tiers_notes),
+            )
             await agent.run_turn(TIER_SESSION, listing, slot=1, priority=Priority.CRON)
             tier = Session.open(home, TIER_SESSION).records
             prompt = next(r.text for r in tier if isinstance(r, User))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from daemon_helpers import tether
 from tether.config import load_config
 from tether.daemon.compose import build_llm, build_runtime
 from tether.errors import ContextFullError, EmbeddedModelError, LlmTimeoutError
-from tether.llm.embedded import EmbeddedLlm, default_model_path
+from tether.llm.embedded import THREAD_PREFIX, EmbeddedLlm, default_model_path
 from tether.records import ChatMessage, CompletionRequest
 from tether.testing.clock import StepClock
 
@@ -133,13 +134,67 @@ async def test_a_timed_out_reply_stops_generating_and_frees_the_slot() -> None:
             await model.complete(ask)
         assert info.value.timeout_s == 0.5
         context = model._slots[0]
-        with context.lock:  # taken once the abandoned worker has returned
-            held = len(context.cached())
-        assert held < n_ctx // 2
+        # The call ended only once its thread had: the slot is free, nothing runs on.
+        assert not context.lock.locked()
+        assert _leftover_threads() == []
+        assert len(context.cached()) < n_ctx // 2
         # The slot answers the next call.
         model.timeout_s = 60
         ok = await model.complete(_ask(ChatMessage(role="user", content="Hi"), slot=0))
         assert ok.predicted_n > 0
+    finally:
+        await model.aclose()
+
+
+def _leftover_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)]
+
+
+def _long_prompt(n_ctx: int) -> CompletionRequest:
+    """A request on slot 0 whose prompt alone is most of ``n_ctx``: its evaluation is
+    seconds of work, a short reply after it."""
+    text = "tell me about boats and the harbour wall " * (n_ctx // 10)
+    return CompletionRequest(
+        messages=(SYSTEM, ChatMessage(role="user", content=text)), slot=0, max_tokens=4
+    )
+
+
+@pytest.mark.parametrize("stop", ["timeout", "cancelled"])
+async def test_a_long_prompt_is_aborted_mid_evaluation_and_the_next_call_runs(
+    stop: str,
+) -> None:
+    n_ctx = 4096
+    model = EmbeddedLlm(default_model_path(), n_ctx=n_ctx, timeout_s=0.1)
+    try:
+        model.load(0)  # the model's load is not what is stopped here
+        ask = _long_prompt(n_ctx)
+        context = model._slots[0]
+        n_prompt = len(
+            context.render([{"role": "user", "content": ask.messages[1].content}], None).tokens
+        )
+        assert n_prompt > n_ctx // 2
+        if stop == "timeout":
+            with pytest.raises(LlmTimeoutError):
+                await model.complete(ask)
+        else:
+            # The caller goes away (a daemon stopping, a client gone): the same abort.
+            model.timeout_s = 600
+            with anyio.move_on_after(0.1) as scope:
+                await model.complete(ask)
+            assert scope.cancelled_caught
+        # Returned only once the thread had ended: the slot is free, nothing left running,
+        # and the prompt's evaluation stopped part-way instead of running to its end.
+        assert not context.lock.locked()
+        assert _leftover_threads() == []
+        assert len(context.cached()) < n_prompt
+        # The next call on the slot runs at once, and in order.
+        model.timeout_s = 60
+        hi = await model.complete(_ask(ChatMessage(role="user", content="Hi"), slot=0))
+        assert hi.predicted_n > 0
+        again = await model.complete(_ask(ChatMessage(role="user", content="Hi"), slot=0))
+        assert again.content == hi.content
+        assert again.cache_n >= hi.cache_n + hi.prompt_n - 1
+        assert _leftover_threads() == []
     finally:
         await model.aclose()
 

@@ -171,7 +171,7 @@ async def test_http_remember_is_untrusted_and_the_tiering_job_cannot_promote_it(
         (entry,) = [j for j in store.journal() if j.target == f"note:{note.id}"]
         assert entry.who == f"mcp:remote:{token[1]}"
         # The tiering job's listing marks it and withholds its words ...
-        listing = tiers_text(home, store)
+        listing = tiers_text(home, store, notes=200)
         (line,) = [x for x in listing.splitlines() if x.startswith(f"- note {note.id} ")]
         assert UNTRUSTED_MARK in line
         assert WITHHELD in line

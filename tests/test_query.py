@@ -153,14 +153,19 @@ def test_any_record_renders_to_fts5_the_store_accepts(
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "?!", "((((", '"""', "what did I do?", "When was it, and where?", "🐈‍⬛ 🎉"],
+    ["", "   ", "?!", "((((", '"""', "what did I do?", "When was it, and where?", "+ = $ <"],
 )
 def test_nothing_searchable_is_none(text: str) -> None:
     assert match_expression(text) is None
 
 
+def test_emoji_alone_are_searchable() -> None:
+    # Issue 17: unicode61 drops emoji, so they are searched as their index tokens.
+    assert query.terms("🐈‍⬛ 🎉") == ("zsym128008x11035", "zsym128008", "zsym11035", "zsym127881")
+
+
 def test_unbalanced_parentheses_and_emoji_keep_the_words(fts: SqliteStore) -> None:
-    assert query.terms("(milo (cat 🐈") == ("milo", "cat")
+    assert query.terms("(milo (cat 🐈") == ("milo", "cat", "zsym128008")
     hits = fts.search(query.plain("(milo (cat 🐈") or SearchQuery(), 5)
     assert hits[0].text.startswith("I adopted a cat named Milo")
 

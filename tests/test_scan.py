@@ -136,12 +136,19 @@ def test_secret_inside_a_turned_down_run_is_still_found() -> None:
     assert JWT not in out
 
 
-def test_truncated_pem_block_is_redacted_to_its_last_body_line() -> None:
-    cut = "-----BEGIN " + "EC PRIVATE KEY-----\n" + PEM_BODY + "and then the window ends"
-    out = redact(cut).text
-    assert "MIIEpAIB" not in out
-    assert "KvUwZ4kX" not in out
-    assert out.endswith("and then the window ends")
+def test_truncated_pem_block_is_redacted_to_the_end_of_the_text() -> None:
+    # With no END line, where the key stops is unknown: a body line that is not plain
+    # base64 (quoted, indented by '> ', cut mid-line) must not be left in clear.
+    cut = "-----BEGIN " + "EC PRIVATE KEY-----\n" + PEM_BODY + "> rV9xQ2mZ+/7kLpWc\nthe end"
+    out = redact("before\n" + cut).text
+    assert out == "before\n[REDACTED:pem-private-key]"
+
+
+def test_truncated_pem_block_stops_at_the_next_armour() -> None:
+    cut = "-----BEGIN " + "EC PRIVATE KEY-----\n" + PEM_BODY
+    cert = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----"
+    out = redact(cut + cert).text
+    assert out == "[REDACTED:pem-private-key]" + cert
 
 
 def test_finding_never_shows_the_secret() -> None:

@@ -16,13 +16,21 @@ from tether.core.scheduling import (
     RunRecord,
     check_job_name,
     job_session_id,
+    last_records,
     last_started,
     open_runs,
     pending_summaries,
+    retained_runs,
     scheduled_text,
     time_line,
 )
-from tether.core.tiers import UNTRUSTED_MARK, listing_json, render_listing, tier_items
+from tether.core.tiers import (
+    UNTRUSTED_MARK,
+    cap_notes,
+    listing_json,
+    render_listing,
+    tier_items,
+)
 from tether.ids import is_session_id
 from tether.records import LogRecord, Note, RecallStat, ToolCall, ToolResult, ToolSummary, User
 
@@ -72,6 +80,48 @@ def test_open_runs_and_last_started() -> None:
     }
 
 
+_STATUS = st.sampled_from(["finished", "failed", "skipped"])
+
+
+@st.composite
+def ledgers(draw: st.DrawFn) -> list[RunRecord]:
+    """Ledgers as the scheduler writes them: each run a ``started`` then at most one end,
+    runs of a few jobs interleaved, sometimes an end left out (a dead daemon's run)."""
+    runs = draw(st.lists(st.tuples(st.sampled_from("abc"), _STATUS, st.booleans()), max_size=40))
+    out: list[RunRecord] = []
+    pending: list[tuple[str, str, str]] = []
+    for i, (name, end, ended) in enumerate(runs):
+        session = f"job-{name}-t{i}"
+        out.append(_run(i, name, session, "started"))
+        if ended:
+            pending.append((name, session, end))
+        # Ends land later, sometimes after other runs started.
+        while pending:
+            if not draw(st.booleans()):
+                break
+            done = pending.pop(0)
+            out.append(_run(i, done[0], done[1], done[2]))
+    return out
+
+
+@given(ledgers(), st.integers(min_value=0, max_value=12))
+def test_pruning_keeps_what_the_scheduler_reads(records: list[RunRecord], keep: int) -> None:
+    kept = retained_runs(records, keep)
+    assert open_runs(kept) == open_runs(records)
+    assert last_started(kept) == last_started(records)
+    assert last_records(kept) == last_records(records)
+    # Runs are kept whole and in order, and only so many of them.
+    assert [r for r in records if r in kept] == kept
+    sessions = {r.session for r in kept}
+    assert all(r in kept for r in records if r.session in sessions)
+    names = {r.name for r in records}
+    assert len(sessions) <= keep + 2 * len(names) + len(open_runs(records))
+    # The newest runs are the ones kept, and pruning again changes nothing.
+    newest = list(dict.fromkeys(r.session for r in reversed(records)))[:keep]
+    assert set(newest) <= sessions
+    assert retained_runs(kept, keep) == kept
+
+
 def test_pending_summaries() -> None:
     def result(cid: str, cls: str = "web") -> ToolResult:
         return ToolResult(time=T0, tool_call_id=cid, content="body", class_=cls, untrusted=True)
@@ -103,7 +153,7 @@ def test_tiers_listing_marks_untrusted_and_counts_recalls() -> None:
              session="chat", time=T0),
     ]  # fmt: skip
     stats = {"note:1": RecallStat(ref="note:1", count=3, last=T0 + timedelta(days=2))}
-    items = tier_items([Entry("m-abc123", "The owner is Sam")], notes, stats)
+    items = cap_notes(tier_items([Entry("m-abc123", "The owner is Sam")], notes, stats), None)
     text = render_listing(items)
     assert "- [m-abc123] The owner is Sam (recalled 0 times)" in text
     assert (
@@ -127,3 +177,52 @@ def test_tiers_listing_marks_untrusted_and_counts_recalls() -> None:
     assert doc["identity"] == [
         {"id": "m-abc123", "text": "The owner is Sam", "recalls": 0, "last_found": None}
     ]
+
+
+def _note(i: int) -> Note:
+    return Note(id=i, text=f"note number {i}", untrusted=i % 3 == 0, session=None, time=T0)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.integers(0, 3))), max_size=30),
+    st.one_of(st.none(), st.integers(1, 10)),
+)
+def test_a_capped_listing_keeps_the_most_recalled_notes(
+    counts: list[tuple[int, int | None]], cap: int | None
+) -> None:
+    notes = [_note(i) for i in range(1, len(counts) + 1)]
+    stats = {
+        f"note:{i}": RecallStat(ref=f"note:{i}", count=c, last=T0 + timedelta(days=d))
+        for i, (c, d) in enumerate(counts, start=1)
+        if c and d is not None
+    }
+    items = tier_items([Entry("m-abc123", "The owner is Sam")], notes, stats)
+    listing = cap_notes(items, cap)
+    shown = [i for i in listing.items if i.kind == "note"]
+    hidden = [i for i in items if i.kind == "note" and i not in listing.items]
+    assert len(shown) == (len(notes) if cap is None else min(cap, len(notes)))
+    assert listing.more_notes == len(hidden)
+    # Order as before, every identity entry there, and no hidden note recalled more often
+    # than a shown one.
+    assert [i for i in items if i in listing.items] == list(listing.items)
+    assert listing.items[0].kind == "identity"
+    if shown and hidden:
+        assert min(i.recalls for i in shown) >= max(i.recalls for i in hidden)
+    doc = listing_json(listing)
+    assert doc["more_notes"] == len(hidden)
+    text = render_listing(listing)
+    assert (f"({len(hidden)} more note" in text) == bool(hidden)
+
+
+def test_a_capped_listing_says_how_many_more_and_where_to_see_them() -> None:
+    notes = [_note(i) for i in range(1, 6)]
+    stats = {"note:2": RecallStat(ref="note:2", count=4, last=T0)}
+    listing = cap_notes(tier_items([], notes, stats), 2)
+    text = render_listing(listing)
+    ids = [line.split()[2] for line in text.splitlines() if line.startswith("- note ")]
+    assert ids == ["2", "5"]  # the recalled one, then the newest, oldest first
+    assert "Notes (2 of 5, the most recalled):" in text
+    assert text.endswith(
+        "(3 more notes not listed, each recalled no more often than those above;"
+        " `tether memory tiers --all` lists every note)"
+    )

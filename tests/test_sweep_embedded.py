@@ -48,7 +48,8 @@ def test_a_real_day_with_the_embedded_model(home: Path) -> None:
     (owner,) = report.owners
     day = next(d for d in owner.days if d.local_date == DAY.isoformat())
     assert (day.status, day.reason) == ("complete", None)
-    staged = json.loads(stage.path_of(home, "owner", DAY).read_bytes())
+    *_, last = stage.path_of(home, "owner", DAY).read_bytes().splitlines()
+    staged = json.loads(last)
     assert staged["schema"] == stage.STAGE_SCHEMA
     assert staged["state"] == "staged"
     assert staged["packet"]["complete"] is True

@@ -89,8 +89,14 @@ def cursor_date(home: Path) -> date | None:
     return None if c is None else c.local_date
 
 
+def stage_lines(home: Path) -> list[dict[str, Any]]:
+    lines = stage.path_of(home, "owner", DAY).read_bytes().splitlines()
+    return [dict(json.loads(line)) for line in lines]
+
+
 def stage_of(home: Path) -> dict[str, Any]:
-    return dict(json.loads(stage.path_of(home, "owner", DAY).read_bytes()))
+    """Where the invocation is: the stage file's last line."""
+    return stage_lines(home)[-1]
 
 
 def day_status(home: Path, now: datetime = NOW) -> tuple[str, str | None]:
@@ -249,6 +255,16 @@ def test_a_malformed_or_half_written_stage_never_calls_the_model(
     stage.write(home, invoked)
     assert day_status(home) == ("incomplete", "stage_missing")
     assert fake.requests == []
+    # A power cut that tore the outcome appended after the mark: the torn line is not
+    # read, so the day still says invoked, and the model is not called again.
+    staged = msgspec.structs.replace(invoked, state="failed", reason="model_failed")
+    stage.settle(home, staged)
+    data = path.read_bytes()
+    path.write_bytes(data[:-7])
+    assert day_status(home) == ("incomplete", "stage_missing")
+    path.write_bytes(data)
+    assert day_status(home) == ("incomplete", "model_failed")
+    assert fake.requests == []
 
 
 def test_discarded_and_running_sessions_are_left_out(home: Path, fake: FakeLlama) -> None:
@@ -298,6 +314,31 @@ def test_a_long_session_gets_one_digest_kept_in_the_store(home: Path, fake: Fake
 
 
 @pytest.mark.slow
+def test_crash_between_the_mark_and_the_call_never_calls_the_model(
+    home: Path, fake: FakeLlama
+) -> None:
+    configure(home, fake)
+    chat(home, "club", "We moved the book club to Tuesdays.")
+    index(home)
+    fake.script(excerpts(("club", 1, 1)))
+    fake.script(page(CLUB))
+    env = {"TETHER_TEST_NOW": NOW.isoformat(), "TETHER_CRASH_AT": "sweep-after-invoked"}
+    out = tether(home, "sweep", "run", "--json", env=env)
+    assert out.returncode == -9, out.stderr
+    assert [line["state"] for line in stage_lines(home)] == ["invoked"]
+    assert fake.requests == []
+    # The mark was made, so the call may have been too: the retry never calls, and says
+    # why the day waits (runbook sweep-day-incomplete).
+    again = tether(home, "sweep", "run", "--json", env={"TETHER_TEST_NOW": NOW.isoformat()})
+    assert again.returncode == 0, again.stderr
+    (owner,) = json.loads(again.stdout)["owners"]
+    (day,) = [d for d in owner["days"] if d["local_date"] == DAY.isoformat()]
+    assert (day["status"], day["reason"]) == ("incomplete", "stage_missing")
+    assert fake.requests == []
+    assert facts(home) == []
+
+
+@pytest.mark.slow
 def test_crash_between_stage_and_apply_then_a_retry_sends_nothing(
     home: Path, fake: FakeLlama
 ) -> None:
@@ -309,7 +350,7 @@ def test_crash_between_stage_and_apply_then_a_retry_sends_nothing(
     env = {"TETHER_TEST_NOW": NOW.isoformat(), "TETHER_CRASH_AT": "sweep-after-stage"}
     out = tether(home, "sweep", "run", "--json", env=env)
     assert out.returncode == -9, out.stderr
-    assert stage_of(home)["state"] == "staged"
+    assert [line["state"] for line in stage_lines(home)] == ["invoked", "staged"]
     assert facts(home) == []
     assert len(fake.requests) == 2
     again = tether(home, "sweep", "run", "--json", env={"TETHER_TEST_NOW": NOW.isoformat()})

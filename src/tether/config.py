@@ -56,6 +56,15 @@ class SlotsConfig(_Section, frozen=True):
 
 class MemoryConfig(_Section, frozen=True):
     block_tokens: PositiveInt = 3000
+    #: Notes in the tiering listing (the tier job's text, ``memory tiers``): the most
+    #: recalled; a line says how many more there are.
+    tiers_notes: PositiveInt = 200
+
+
+class JobsConfig(_Section, frozen=True):
+    #: Runs ``jobs/runs.jsonl`` keeps (plus each job's last start and record, and runs
+    #: still open, whatever their age).
+    keep_runs: PositiveInt = 1000
 
 
 class CompactConfig(_Section, frozen=True):
@@ -280,6 +289,7 @@ class Config(_Section, frozen=True):
     memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     compact: CompactConfig = msgspec.field(default_factory=CompactConfig)
     heartbeat: HeartbeatConfig = msgspec.field(default_factory=HeartbeatConfig)
+    jobs: JobsConfig = msgspec.field(default_factory=JobsConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     sweep: SweepConfig = msgspec.field(default_factory=SweepConfig)

@@ -46,6 +46,7 @@ from tether.records import (
     SessionMeta,
     SessionState,
     SpendRow,
+    SpendSettle,
     SpentToday,
     TextCell,
 )
@@ -142,12 +143,19 @@ class Store(Protocol):
 
     # -- the budget gate's spend ledger -------------------------------------------------
     def budget_reserve(
-        self, row: SpendRow, decide: Callable[[SpentToday], BudgetReason | None]
+        self,
+        row: SpendRow,
+        decide: Callable[[SpentToday], BudgetReason | None],
+        settles: Sequence[SpendSettle] = (),
     ) -> SpendRow:
-        """In one write transaction: read what ``row.day`` has spent (``row.kind``'s
+        """In one write transaction: apply ``settles`` (earlier calls' usage, as
+        ``budget_settle`` would), read what ``row.day`` has spent (``row.kind``'s
         tokens, all background work's money), call ``decide`` with it, and store ``row``
         as ``reserved`` (its bound added to the day) or ``refused`` with the reason. The
         stored row comes back, with its id. Two reservations never see the same totals."""
+
+    def budget_settle_all(self, settles: Sequence[SpendSettle]) -> None:
+        """``budget_settle`` of each of ``settles``, in one write transaction."""
 
     def budget_settle(
         self,
@@ -330,6 +338,10 @@ class SweepStore(Protocol):
 
     def transaction(self, *, write: bool = True) -> AbstractContextManager[SweepTx]:
         """A transaction: committed when the block ends, rolled back if it raises."""
+
+    def journal_rows(self, limit: int | None = None) -> list[_sweep.JournalRow]:
+        """Every owner's canonical writes, oldest first; with ``limit``, only the newest
+        ``limit``; none in a store the sweep never ran in (``tether memory journal``)."""
 
     # -- the stored text of the sweep, for the secret scan ------------------------------
     def read_cells(self, visit: Callable[[TextCell], None]) -> None:

@@ -353,6 +353,17 @@ class SpendRow(msgspec.Struct, frozen=True, kw_only=True):
     predicted_n: int = 0
 
 
+class SpendSettle(msgspec.Struct, frozen=True, kw_only=True):
+    """What one reserved call used, to replace its bound in the ledger (``id``)."""
+
+    id: int
+    tokens: int
+    usd: float
+    cache_n: int = 0
+    prompt_n: int = 0
+    predicted_n: int = 0
+
+
 # -- inference: what every backend takes and returns, whatever its wire protocol --------
 
 

@@ -11,11 +11,21 @@ day) a log line: the caller skips its job, never silently.
 
 Live turns are weighed only when ``[budget] live_day_tokens`` is set (and then never
 against ``day_usd``); otherwise the gate costs them nothing.
+
+One write per call: a settle is not written when the call ends but kept, and written in
+the transaction of the gate's next reservation (before that reservation reads the day), so
+a call costs the ledger one write transaction, not two. What is kept is written by
+``flush`` too: when whoever owns the gate closes it, and by the daemon's scheduler once a
+settle has waited ``FLUSH_AFTER_S``. Until then the ledger shows the call ``reserved`` at its
+bound, which is never less than it may use (the gate is conservative while it lags), and a
+process killed meanwhile leaves it so for the day: spend is over-counted, never under.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass
 from datetime import tzinfo
 from pathlib import Path
@@ -27,11 +37,21 @@ from tether.core import budget as rules
 from tether.core.budget import Bound, Caps, Prices
 from tether.errors import TetherError
 from tether.ports import Clock, Store
-from tether.records import BudgetReason, Completion, CompletionRequest, SpendKind, SpendRow
+from tether.records import (
+    BudgetReason,
+    Completion,
+    CompletionRequest,
+    SpendKind,
+    SpendRow,
+    SpendSettle,
+)
 
 log = logging.getLogger("tether.budget")
 TELEMETRY_FILE = Path("telemetry") / "budget.jsonl"
 RUNBOOK = "budget-exceeded"
+#: How long a finished call's settle may wait for the next reservation before the
+#: scheduler writes it by itself (``BudgetGate.flush_stale``).
+FLUSH_AFTER_S = 30.0
 
 
 class BudgetRefusedError(TetherError):
@@ -91,6 +111,11 @@ class BudgetGate:
         )
         #: (kind, reason, day) already logged, so a beat a second over budget logs once.
         self._logged: set[tuple[str, str, str]] = set()
+        #: Settles not written yet (see the module docstring), and since when; calls end
+        #: on worker threads, so both are behind a lock.
+        self._pending: list[SpendSettle] = []
+        self._pending_since: float | None = None  # time.monotonic(): not the owner's clock
+        self._lock = threading.Lock()
 
     def caps(self, kind: SpendKind) -> Caps | None:
         """The caps of ``kind``; None when its calls are not recorded at all."""
@@ -130,9 +155,14 @@ class BudgetGate:
             bound_tokens=bound.tokens,
             bound_usd=usd,
         )
-        stored = self.store.budget_reserve(
-            row, lambda spent: rules.decide(caps, spent, bound, self.prices)
-        )
+        settles = self._take()
+        try:
+            stored = self.store.budget_reserve(
+                row, lambda spent: rules.decide(caps, spent, bound, self.prices), settles
+            )
+        except BaseException:
+            self._keep(settles)  # the transaction rolled back: they are still to write
+            raise
         if stored.reason is None:
             return Reservation(stored.id, kind)
         self._refused(stored, stored.reason)
@@ -143,18 +173,49 @@ class BudgetGate:
         if reservation.id is None:
             return
         if completion is None:
-            self.store.budget_settle(reservation.id, tokens=0, usd=0.0)
+            self._keep([SpendSettle(id=reservation.id, tokens=0, usd=0.0)])
             return
         c, p, g = completion.cache_n, completion.prompt_n, completion.predicted_n
         usd = rules.usage_usd(c, p, g, self.prices) if reservation.kind != "live" else 0.0
-        self.store.budget_settle(
-            reservation.id,
+        settle = SpendSettle(
+            id=reservation.id,
             tokens=rules.usage_tokens(c, p, g),
             usd=usd,
             cache_n=c,
             prompt_n=p,
             predicted_n=g,
         )
+        self._keep([settle])
+
+    def flush(self) -> None:
+        """Write every settle still kept (one transaction). Whoever owns the gate calls
+        this before closing its store."""
+        settles = self._take()
+        try:
+            self.store.budget_settle_all(settles)
+        except BaseException:
+            self._keep(settles)
+            raise
+
+    def flush_stale(self) -> None:
+        """``flush`` if a settle has waited ``FLUSH_AFTER_S`` for the next reservation."""
+        with self._lock:
+            since = self._pending_since
+        if since is not None and time.monotonic() - since >= FLUSH_AFTER_S:
+            self.flush()
+
+    def _keep(self, settles: list[SpendSettle]) -> None:
+        if not settles:
+            return
+        with self._lock:
+            self._pending.extend(settles)
+            if self._pending_since is None:
+                self._pending_since = time.monotonic()
+
+    def _take(self) -> list[SpendSettle]:
+        with self._lock:
+            taken, self._pending, self._pending_since = self._pending, [], None
+        return taken
 
     def _refused(self, row: SpendRow, reason: BudgetReason) -> None:
         key = (row.kind, reason, row.day)

@@ -9,20 +9,13 @@ import click
 
 from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
 from tether.core.cron import next_due
-from tether.core.scheduling import RunRecord
+from tether.core.scheduling import last_records
 from tether.scheduler.jobs import JobFileError, job_paths, jobs_dir, load_job, load_jobs
 from tether.scheduler.ledger import RunLedger
 
 
 def _iso(t: datetime | None) -> str | None:
     return None if t is None else utc_stamp(t)
-
-
-def _last_runs(records: list[RunRecord]) -> dict[str, RunRecord]:
-    last: dict[str, RunRecord] = {}
-    for r in records:
-        last[r.name] = r
-    return last
 
 
 @click.group("jobs")
@@ -40,7 +33,7 @@ def jobs_list(ctx: Context, as_json: bool) -> None:
     """
     home = ctx.home
     now = datetime.now(UTC)
-    last = _last_runs(RunLedger(home).read())
+    last = last_records(RunLedger(home).read())
     rows: list[dict[str, Any]] = []
     for path in job_paths(home):
         try:

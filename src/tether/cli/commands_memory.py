@@ -29,6 +29,7 @@ from tether.cli.context import (
 from tether.cli.progress import terminal_meter
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
+from tether.records import JournalEntry
 from tether.scan.allow import ALLOW_FILE, home_allow
 
 # What one command alone needs is imported in it, when it runs: the group is one module,
@@ -199,16 +200,50 @@ def show_cmd(ctx: Context) -> None:
 @click.option("-n", "limit", type=click.IntRange(1), default=None, help="Only the newest N.")
 @pass_ctx
 def journal_cmd(ctx: Context, as_json: bool, limit: int | None) -> None:
-    """Every memory write: when, who, from which session, before and after."""
+    """Every memory write, the sweep's too: when, which journal, who, before and after.
+
+    Lines from the sweep's journal say "sweep", its owner and receipt; the others say
+    "memory" and the session the write came from."""
+    import msgspec
+
+    from tether.memory.journals import merged
+
     with ctx.store() as store:
         entries = store.journal(limit)
+    with ctx.sweep_reader() as sweep:
+        rows = sweep.journal_rows(limit)
+    listed = merged(entries, rows, limit)
     if as_json:
-        echo_json(entries)
+        out: list[dict[str, Any]] = []
+        for e in listed:
+            item = msgspec.to_builtins(e.entry)
+            if e.journal == "sweep":
+                item["session"] = None
+                item["evidence"] = _json_or_text(item["evidence"])
+            out.append({"journal": e.journal, **item})
+        echo_json(out)
         return
-    for j in entries:
-        where = f" session={j.session}" if j.session else ""
-        click.echo(f"{utc_stamp(j.time)} {j.who}{where} {j.action} {j.target}")
+    for e in listed:
+        j = e.entry
+        if isinstance(j, JournalEntry):
+            where = f" session={j.session}" if j.session else ""
+            click.echo(f"{utc_stamp(j.time)} memory {j.who}{where} {j.action} {j.target}")
+        else:
+            click.echo(
+                f"{utc_stamp(j.time)} sweep  {j.who} owner={j.owner} {j.action} {j.target}"
+                f"  receipt={j.receipt_id}"
+            )
         echo_change(j.before, j.after)
+
+
+def _json_or_text(text: str) -> Any:
+    """A sweep row's evidence as ``tether sweep journal --json`` prints it: its JSON."""
+    import msgspec
+
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
 
 
 @click.command("add", cls=FreeTextCommand)
@@ -335,19 +370,29 @@ def _print_scan(ctx: Context, report: ScanReport, fix: bool) -> None:
 
 @click.command("tiers")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "-n",
+    "limit",
+    type=click.IntRange(1),
+    default=None,
+    help="At most N notes, the most recalled (default: [memory] tiers_notes).",
+)
+@click.option("--all", "every", is_flag=True, help="Every note, however many.")
 @pass_ctx
-def tiers_cmd(ctx: Context, as_json: bool) -> None:
-    """Identity entries and notes with how often recall found each and when last
-    (what the tiering job reads); untrusted notes are marked."""
+def tiers_cmd(ctx: Context, as_json: bool, limit: int | None, every: bool) -> None:
+    """Identity entries and the most recalled notes with how often recall found each and
+    when last (what the tiering job reads); untrusted notes are marked, and a last line
+    says how many notes were left out."""
     from tether.core.tiers import listing_json, render_listing
-    from tether.memory.tiers import tiers
+    from tether.memory.tiers import listing
 
+    notes = None if every else (limit or ctx.config().memory.tiers_notes)
     with ctx.store() as store:
-        items = tiers(ctx.home, store)
+        shown = listing(ctx.home, store, notes)
     if as_json:
-        echo_json(listing_json(items))
+        echo_json(listing_json(shown))
         return
-    click.echo(render_listing(items))
+    click.echo(render_listing(shown))
 
 
 MEMORY_COMMANDS = [

@@ -125,7 +125,7 @@ SUMMARIES: Mapping[str, str] = {
 }
 MEMORY_SUMMARIES: Mapping[str, str] = {
     "add": "Add an identity entry (lands in each session's baseline at its next epoch).",
-    "journal": "Every memory write: when, who, from which session, before and after.",
+    "journal": "Every memory write, the sweep's too: when, which journal, who, before and after.",
     "note": "Write a trusted note (found by recall; the tiering job may promote it).",
     "recall": "Search memory (every epoch of every session, notes, pages, identity, facts).",
     "reindex": "Drop the index of session logs and build it again from the files.",
@@ -136,8 +136,9 @@ MEMORY_SUMMARIES: Mapping[str, str] = {
     ),
     "show": "Identity entries (with the [id]s edits use) and notes.",
     "tiers": (
-        "Identity entries and notes with how often recall found each and when last (what the"
-        " tiering job reads); untrusted notes are marked."
+        "Identity entries and the most recalled notes with how often recall found each and"
+        " when last (what the tiering job reads); untrusted notes are marked, and a last line"
+        " says how many notes were left out."
     ),
 }
 

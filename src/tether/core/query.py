@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tether.core import cjk
+from tether.core import cjk, symbols
 from tether.core.inflections import forms
 from tether.core.synonyms import synonyms
 from tether.records import SearchQuery, SearchTerm
@@ -99,8 +99,13 @@ def terms(text: str, *, max_terms: int = MAX_TERMS) -> tuple[str, ...]:
     Stop words and duplicates are compared casefolded ("Straße" = "STRASSE"), but the term
     kept is only lower-cased: the index lower-cases what it holds and would not find
     "strasse" in "straße".
+
+    The index tokens of its symbols (``core.symbols``: emoji, ♥, €) follow, within the
+    same ``max_terms``: "🍵" is a question too.
     """
-    return tuple(word for word, _ in _words(text, max_terms))
+    words = [word for word, _ in _words(text, max_terms)]
+    extra = [t for t, _ in symbols.pieces(text) if t not in words]
+    return tuple([*words, *dict.fromkeys(extra)][:max_terms])
 
 
 def _words(text: str, max_terms: int) -> list[tuple[str, bool]]:
@@ -143,16 +148,17 @@ def plain(
 
 def word_of(term: SearchTerm) -> str | None:
     """The single word ``term`` stands for, which ``bonus`` can look for in a row's text:
-    None for phrases, prefixes and CJK pieces (no word boundaries to look for)."""
-    if term.kind != "term" or cjk.has_cjk(term.text):
+    None for phrases, prefixes, CJK pieces (no word boundaries to look for) and symbol
+    tokens (which are not in the text)."""
+    if term.kind != "term" or cjk.has_cjk(term.text) or symbols.is_token(term.text):
         return None
     return term.text
 
 
 def analyse(text: str, *, max_terms: int = MAX_TERMS) -> SearchQuery:
     """Any of the terms of a question: its words (``terms``), ``word*`` prefixes, quoted
-    phrases, the pairs and characters of its CJK runs, and the irregular forms and
-    synonyms of its verbs; no terms when nothing searchable is left."""
+    phrases, the pairs and characters of its CJK runs, its symbols' tokens, and the
+    irregular forms and synonyms of its verbs; no terms when nothing searchable is left."""
     words = _words(text, max_terms)
     out: list[SearchTerm] = []
     seen: set[str] = set()
@@ -168,6 +174,12 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> SearchQuery:
             continue
         seen.add(w)
         out.append(SearchTerm(w, "prefix" if prefix else "term"))
+    # Symbols have no word of their own: their index tokens (``core.symbols``), a base of
+    # a longer sequence (💻 of 👩‍💻) at the variant weight.
+    for token, part in symbols.pieces(text):
+        if token not in seen and len(out) < max_terms:
+            seen.add(token)
+            out.append(SearchTerm(token, "term", VARIANT_WEIGHT if part else 1.0))
     phrases = 0
     for inside in _phrases(text):
         inner = [w.lower() for w in _WORD.findall(inside) if len(w) <= MAX_TERM_CHARS]

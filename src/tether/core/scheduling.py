@@ -126,6 +126,39 @@ def last_started(records: Iterable[RunRecord]) -> dict[str, datetime]:
     return out
 
 
+def last_records(records: Iterable[RunRecord]) -> dict[str, RunRecord]:
+    """Per job name, its newest record (``jobs list``'s last run)."""
+    out: dict[str, RunRecord] = {}
+    for r in records:
+        out[r.name] = r
+    return out
+
+
+def retained_runs(records: Sequence[RunRecord], keep: int) -> list[RunRecord]:
+    """The ledger pruned to its newest ``keep`` runs (a run: every record of one session,
+    kept or dropped whole, so a kept ``started`` never loses its end), in ledger order.
+
+    Kept whatever their age, because the scheduler reads them: every run still open (a
+    dead daemon's, closed as ``failed`` at the next start), each job's newest ``started``
+    (a daemon restarted inside that minute must not run it again) and each job's newest
+    record (its last run, in ``jobs list``). So ``open_runs``, ``last_started`` and
+    ``last_records`` read the same before and after.
+    """
+    last_at: dict[str, int] = {}
+    for i, r in enumerate(records):
+        last_at[r.session] = i
+    by_age = sorted(last_at, key=last_at.__getitem__)
+    kept = set(by_age[max(0, len(by_age) - keep) :])
+    kept.update(r.session for r in open_runs(records))
+    kept.update(r.session for r in last_records(records).values())
+    started: dict[str, str] = {}
+    for r in records:
+        if r.status == "started":
+            started[r.name] = r.session
+    kept.update(started.values())
+    return [r for r in records if r.session in kept]
+
+
 # -- tool-output summaries -----------------------------------------------------------------
 
 

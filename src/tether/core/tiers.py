@@ -1,5 +1,6 @@
-"""The tiering listing, pure: every identity entry and every note, with how often recall
-found it and when last, untrusted notes marked.
+"""The tiering listing, pure: every identity entry and the most recalled notes (at most
+``[memory] tiers_notes``, with a line saying how many more there are), with how often
+recall found each and when last, untrusted notes marked.
 
 It is the user text of the tiering job (after the time line and the prompt) and what
 ``tether memory tiers`` prints. Note text goes to a model, so it is flattened to one line
@@ -20,8 +21,8 @@ from tether.records import Note, RecallStat
 #: Characters of one item's text in the text listing (JSON keeps the whole text).
 ITEM_CHARS = 1000
 HEADING = (
-    "Memory listing: every identity entry and every note, with how many times recall "
-    "found it and when it was last found."
+    "Memory listing: every identity entry and the notes (the most recalled, when there are "
+    "many), with how many times recall found each and when it was last found."
 )
 UNTRUSTED_MARK = "UNTRUSTED, never promote"
 WITHHELD = "(text withheld: untrusted; the owner can read it with `tether memory tiers`)"
@@ -81,6 +82,34 @@ def tier_items(
     return items
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What a listing shows: every identity entry and the kept notes, in ``tier_items``
+    order, and how many notes were left out."""
+
+    items: tuple[TierItem, ...]
+    more_notes: int = 0
+
+
+def _rank(item: TierItem) -> tuple[int, datetime, int]:
+    return (item.recalls, item.last_found or _NEVER, int(item.id))
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def cap_notes(items: Sequence[TierItem], notes: int | None) -> Listing:
+    """At most ``notes`` notes (None: all): the most recalled, ties to the most recently
+    found and then the newest, so what the tiering job would promote or keep is listed
+    first; identity entries are always all there (the memory block bounds them)."""
+    every = [i for i in items if i.kind == "note"]
+    if notes is None or len(every) <= notes:
+        return Listing(tuple(items))
+    kept = {i.id for i in sorted(every, key=_rank, reverse=True)[:notes]}
+    shown = tuple(i for i in items if i.kind == "identity" or i.id in kept)
+    return Listing(shown, more_notes=len(every) - notes)
+
+
 def _when(t: datetime | None) -> str:
     return "never" if t is None else f"{t.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
@@ -95,16 +124,18 @@ def _text(text: str) -> str:
     return cap(neutralise(" ".join(text.split())), ITEM_CHARS)
 
 
-def render_listing(items: Sequence[TierItem], *, withhold_untrusted: bool = False) -> str:
+def render_listing(listing: Listing, *, withhold_untrusted: bool = False) -> str:
     """The listing as text. ``withhold_untrusted`` (the tiering job's listing, read by a
     model in a session that may edit identity) leaves out the text of untrusted notes:
     they are listed and marked, but their words, which may carry an injected instruction,
     never reach a session whose taint would not say so."""
-    identity = [i for i in items if i.kind == "identity"]
-    notes = [i for i in items if i.kind == "note"]
+    identity = [i for i in listing.items if i.kind == "identity"]
+    notes = [i for i in listing.items if i.kind == "note"]
+    more = listing.more_notes
     lines = [HEADING, "", f"Identity entries ({len(identity)}):"]
     lines += [f"- [{i.id}] {_text(i.text)} ({_found(i)})" for i in identity] or ["(none)"]
-    lines += ["", f"Notes ({len(notes)}):"]
+    count = f"{len(notes)} of {len(notes) + more}, the most recalled" if more else len(notes)
+    lines += ["", f"Notes ({count}):"]
     for n in notes:
         trust = UNTRUSTED_MARK if n.untrusted else "trusted"
         origin = f", from session {n.session}" if n.session else ""
@@ -113,15 +144,27 @@ def render_listing(items: Sequence[TierItem], *, withhold_untrusted: bool = Fals
         lines.append(f"- note {n.id} ({trust}{origin}{written}; {_found(n)}): {text}")
     if not notes:
         lines.append("(none)")
+    if more:
+        lines.append(f"({more_line(more)})")
     return "\n".join(lines)
+
+
+def more_line(more: int) -> str:
+    """What a capped listing says of the notes it left out."""
+    noun = "note" if more == 1 else "notes"
+    return (
+        f"{more} more {noun} not listed, each recalled no more often than those above;"
+        " `tether memory tiers --all` lists every note"
+    )
 
 
 def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def listing_json(items: Sequence[TierItem]) -> dict[str, list[dict[str, Any]]]:
+def listing_json(listing: Listing) -> dict[str, Any]:
     """The public shape of ``memory tiers --json`` (add keys, never rename)."""
+    items = listing.items
     return {
         "identity": [
             {"id": i.id, "text": i.text, "recalls": i.recalls, "last_found": _iso(i.last_found)}
@@ -141,4 +184,5 @@ def listing_json(items: Sequence[TierItem]) -> dict[str, list[dict[str, Any]]]:
             for i in items
             if i.kind == "note"
         ],
+        "more_notes": listing.more_notes,
     }

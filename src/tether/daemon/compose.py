@@ -129,8 +129,12 @@ class Runtime:
     async def aclose(self) -> None:
         await self.llm.aclose()
         await self.http.aclose()
-        self.sweep.close()
-        self.store.close()
+        try:
+            if self.agent.budget is not None:
+                self.agent.budget.flush()  # settles kept for the next call's write
+        finally:
+            self.sweep.close()
+            self.store.close()
 
 
 def build_runtime(
@@ -311,7 +315,10 @@ def run_sweep(
                     sweep_owners.ensure_default(runner.store, now)
                     for o in owners or ():
                         sweep_owners.get(runner.store, o)
-                    return runner.run(now, owners, dates)
+                    try:
+                        return runner.run(now, owners, dates)
+                    finally:
+                        budget.flush()
             finally:
                 if llm is None:
                     portal.call(model.aclose)

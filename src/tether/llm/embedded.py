@@ -6,10 +6,13 @@ keep their own KV cache. The prompt is the model's own chat template rendered ov
 OpenAI-form messages the server client sends, tokenised here, so ``cache_n`` is the real
 prefix of tokens the slot's context already holds (llama-cpp-python reuses exactly that
 prefix, and reports nothing about it). A prompt that does not fit ``n_ctx`` raises the same
-``ContextFullError`` as the server's HTTP 400. Inference runs in a worker thread, one call at
-a time per slot, so the event loop stays free. A call that times out or is cancelled stops
-generating at its next token (the prompt's evaluation, once begun, runs to its end), so
-the slot is free again for the next call and ``aclose`` does not wait out a long reply.
+``ContextFullError`` as the server's HTTP 400. Each call runs in a thread of its own
+(``tether-embedded-slot<N>``), one call at a time per slot, so the event loop stays free.
+A call that times out or is cancelled is aborted where it is: llama.cpp's abort callback
+stops a prompt's evaluation between two graph nodes, and a stopping criterion ends the
+reply at its next token. The call returns (raises) only once its thread has ended, so the
+slot is free for the next call and no thread is left behind; what the aborted evaluation
+got through stays cached, whole batches of it, and the next call reuses it as a prefix.
 
 Everything llama-cpp-python returns is untyped; ``_Context`` is the narrow typed wrapper
 the rest of this module talks to.
@@ -20,12 +23,13 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import json
+import logging
 import os
 import re
 import threading
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,14 @@ DEFAULT_TEMPERATURE = 0.0
 REPEAT_PENALTY = 1.1
 #: The slot a request with no slot runs on (llama-server would pick one).
 DEFAULT_SLOT = 0
+#: How long a timed-out or cancelled call waits for its thread to end. An abort lands
+#: within one graph node; only a context still loading (which llama.cpp cannot abort)
+#: takes longer, and is then left to finish on its own, logged.
+STOP_GRACE_S = 30.0
+#: The name of a call's thread (``tether-embedded-slot0``): what a leftover looks like.
+THREAD_PREFIX = "tether-embedded-slot"
+
+log = logging.getLogger("tether.llm")
 
 _PIP = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-binary llama-cpp-python --no-cache-dir'
 
@@ -141,11 +153,33 @@ class _Rendered:
     stop: list[str]
 
 
+class _LlamaLog:
+    """llama.cpp's own log lines go to the ``tether.llm.llama_cpp`` logger at debug level,
+    not to stderr: an aborted decode says so at error level, and a timed-out turn would
+    print that over the chat. What fails reaches tether as an exception and is reported."""
+
+    #: The one callback handed to C, kept for the process's life (C keeps no reference).
+    callback: Any = None
+
+    @classmethod
+    def route(cls, llama_cpp: Any) -> None:
+        if cls.callback is None:
+            cls.callback = llama_cpp.llama_log_callback(_forward_log)
+            llama_cpp.llama_log_set(cls.callback, None)
+
+
+def _forward_log(_level: int, text: bytes | None, _data: object) -> None:
+    line = (text or b"").decode("utf-8", "replace").rstrip()
+    if line:
+        logging.getLogger("tether.llm.llama_cpp").debug("%s", line)
+
+
 class _Context:
     """One slot's ``Llama`` context and its chat formatter; used from one thread at a time."""
 
     def __init__(self, path: Path, n_ctx: int, n_threads: int) -> None:
         llama_cpp = _import("llama_cpp", "llama-cpp-python")
+        _LlamaLog.route(llama_cpp)
         chat_format = _import("llama_cpp.llama_chat_format", "llama-cpp-python")
         try:
             self._llama: Any = llama_cpp.Llama(
@@ -169,6 +203,16 @@ class _Context:
             template=template, eos_token=self.eos, bos_token=bos
         )
         self.lock = threading.Lock()
+        #: The cancel flag of the call running now (set under ``lock``), read by the abort
+        #: callback, which llama.cpp calls between graph nodes of every decode.
+        self.cancel: threading.Event | None = None
+        # ctypes keeps no reference of its own to a callback handed to C: this one does.
+        self._abort: Any = llama_cpp.ggml_abort_callback(self._aborted)
+        llama_cpp.llama_set_abort_callback(self._llama._ctx.ctx, self._abort, None)
+
+    def _aborted(self, _data: object) -> bool:
+        cancel = self.cancel
+        return cancel is not None and cancel.is_set()
 
     def _token_text(self, token: int) -> str:
         if token < 0:
@@ -210,19 +254,24 @@ class _Context:
         grammar: Any,
         cancel: threading.Event,
     ) -> tuple[str, str, int]:
-        """(text, finish_reason, tokens generated); stops after the token during which
-        ``cancel`` is set."""
+        """(text, finish_reason, tokens generated). Once ``cancel`` is set, a decode in
+        progress (the prompt's or a token's) is aborted, which llama-cpp-python raises as a
+        RuntimeError, and no further token is generated."""
         stopping = self._stopping_cls([lambda _ids, _logits: cancel.is_set()])
-        out = self._llama.create_completion(
-            tokens,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            repeat_penalty=REPEAT_PENALTY,
-            seed=SEED,
-            stop=stop,
-            grammar=grammar,
-            stopping_criteria=stopping,
-        )
+        self.cancel = cancel
+        try:
+            out = self._llama.create_completion(
+                tokens,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                repeat_penalty=REPEAT_PENALTY,
+                seed=SEED,
+                stop=stop,
+                grammar=grammar,
+                stopping_criteria=stopping,
+            )
+        finally:
+            self.cancel = None
         choice = out["choices"][0]
         usage = out.get("usage") or {}
         return (
@@ -304,6 +353,40 @@ def _tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]] | None:
 # -- the backend ------------------------------------------------------------------------
 
 
+def _stopped(path: Path) -> EmbeddedModelError:
+    return EmbeddedModelError(path, "the call was stopped (timeout or close)")
+
+
+class _Call(threading.Thread):
+    """One completion in a thread of its own, named for its slot; its reply or its error."""
+
+    def __init__(
+        self,
+        run: Callable[[CompletionRequest, threading.Event], Completion],
+        request: CompletionRequest,
+        cancel: threading.Event,
+    ) -> None:
+        slot = DEFAULT_SLOT if request.slot is None else request.slot
+        super().__init__(name=f"{THREAD_PREFIX}{slot}", daemon=True)
+        self._run = run
+        self._request = request
+        self._cancel = cancel
+        self._result: Completion | None = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._result = self._run(self._request, self._cancel)
+        except BaseException as exc:  # handed to the awaiting caller, raised there
+            self._error = exc
+
+    def outcome(self) -> Completion:
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
 class EmbeddedLlm:
     """The ``Llm`` protocol over an in-process GGUF model, one context per slot."""
 
@@ -354,18 +437,29 @@ class EmbeddedLlm:
 
     async def complete(self, request: CompletionRequest) -> Completion:
         cancel = threading.Event()
+        call = _Call(self._complete, request, cancel)
         with self._create:
             self._running.add(cancel)
         try:
+            call.start()
             with anyio.fail_after(self.timeout_s):
-                return await anyio.to_thread.run_sync(
-                    self._complete, request, cancel, abandon_on_cancel=True
-                )
+                await anyio.to_thread.run_sync(call.join, abandon_on_cancel=True)
+            return call.outcome()
         except TimeoutError:
             raise LlmTimeoutError(self.where, self.timeout_s) from None
         finally:
-            # Returned, timed out or cancelled: an abandoned worker stops at its next token.
+            # Returned, timed out or cancelled: abort what runs, and give the slot back
+            # before this call ends (shielded: a cancelled caller waits for it too).
             cancel.set()
+            if call.is_alive():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(call.join, STOP_GRACE_S)
+                if call.is_alive():
+                    log.warning(
+                        "embedded call on %s did not stop within %.0f s; left to finish",
+                        call.name,
+                        STOP_GRACE_S,
+                    )
             with self._create:
                 self._running.discard(cancel)
 
@@ -399,9 +493,11 @@ class EmbeddedLlm:
                     raise ContextFullError(int(m[1]), int(m[2]), request.slot) from None
                 raise EmbeddedModelError(self.model_path, f"completion failed: {exc}") from None
             except RuntimeError as exc:
+                if cancel.is_set():  # the abort callback stopped a decode
+                    raise _stopped(self.model_path) from None
                 raise EmbeddedModelError(self.model_path, f"completion failed: {exc}") from None
             if cancel.is_set():  # what was generated is cut short: no reply
-                raise EmbeddedModelError(self.model_path, "the call was stopped (timeout or close)")
+                raise _stopped(self.model_path)
         content, calls = parse_tool_calls(text) if request.tools else (text, ())
         return Completion(
             content=content,

@@ -23,6 +23,17 @@ How it stays fast (measured by ``benchmarks/bank_window.py``):
   an operator is the forward pattern tried. Their cost follows the number of assignments to
   secret-looking keys, not the number of times prose says "token".
 
+How it stays bounded on hostile input (measured by ``benchmarks/secret_scan.py``): every
+repetition in a rule is capped (``_RUN``, ``_PART``, ``_VALUE``, ``_BLANKS``, ``_PEM_BODY``), so
+one match attempt reads at most ``LONGEST_MATCH`` bytes wherever it starts. A token run
+longer than its cap is still redacted whole: the hit is extended over the rest of the run
+(``tail``, a possessive character-class run, read once). The text is searched in chunks of
+``CHUNK`` bytes; a search that starts in a chunk may read ``OVERLAP`` (at least
+``LONGEST_MATCH``) bytes past it, so a secret across a chunk boundary is matched whole,
+and the result is exactly that of one unchunked search. A private-key block with no END
+line within ``_PEM_BODY`` bytes (a window cut mid-key, a pasted fragment) is redacted from
+its BEGIN line to the next BEGIN armour or the end of the text: never left in clear.
+
 Overlaps: every hit is a span; overlapping spans are merged into their union (so no part of
 a secret is ever left in clear) and the union is labelled by its longest hit, ties going to
 the rule listed first (the most specific). Redacting is idempotent: a marker
@@ -39,13 +50,31 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tether.errors import AllowListError
+from tether.scan.rules import LONGEST_MATCH, MARKER_PREFIX, RULE_IDS, RULES, Rule
 
-MARKER_PREFIX = "[REDACTED:"
-_MARKER_PREFIX = MARKER_PREFIX.encode()
+__all__ = [
+    "CHUNK",
+    "LONGEST_MATCH",
+    "MARKER_PREFIX",
+    "OVERLAP",
+    "RULES",
+    "RULE_IDS",
+    "Finding",
+    "RedactedBytes",
+    "Redaction",
+    "Rule",
+    "fingerprint",
+    "load_allow",
+    "marker",
+    "redact",
+    "redact_bytes",
+    "redact_many",
+    "scan",
+]
 
 
 def marker(rule: str) -> str:
@@ -57,28 +86,6 @@ def fingerprint(secret: str | bytes) -> str:
     """The allow-list fingerprint of a secret: hex SHA-256 of its UTF-8 bytes."""
     data = secret.encode() if isinstance(secret, str) else secret
     return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One detector.
-
-    ``pattern`` is searched through the text, or, when ``key`` is set, matched only where
-    one of the ``key`` patterns (run over the reversed, lowered text, see the module
-    docstring) ends: at the start of a key name. The secret is the first of ``groups``
-    that took part in the match (0 is the whole match), extended ``back`` bytes to the
-    left; ``reject`` turns a hit down (placeholders, prose). After a turned-down match the
-    search goes on from the end of group ``resume`` (default: the end of the match), for a
-    rule whose match may swallow the start of a real secret.
-    """
-
-    id: str
-    pattern: re.Pattern[bytes]
-    groups: tuple[int, ...] = (0,)
-    key: tuple[re.Pattern[bytes], ...] = ()
-    back: int = 0
-    reject: Callable[[bytes], bool] | None = None
-    resume: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,193 +131,88 @@ class RedactedBytes:
     allowed: int = 0
 
 
-# -- rejection predicates ---------------------------------------------------------------
-
-_PLACEHOLDER = re.compile(rb"\$\{[^}]*\}|\{\{.*\}\}|<[^<>]*>|\*+|\s*")
-_OPENAI_STRUCTURED = (b"sk-proj-", b"sk-svcacct-", b"sk-admin-")
-
-
-def _openai_reject(secret: bytes) -> bool:
-    """A bare ``sk-`` key is random base62: turn down hyphenated words (``sk-some-name``).
-
-    A run holding a structured key anywhere is kept whole: the search does not look
-    inside a turned-down run again (that would be quadratic), and only a structured key
-    could pass inside a run that fails as a whole.
-    """
-    if any(prefix in secret for prefix in _OPENAI_STRUCTURED):
-        return False
-    body = secret[3:]
-    return not (
-        re.search(rb"[0-9]", body) and re.search(rb"[A-Z]", body) and re.search(rb"[a-z]", body)
-    )
-
-
-def _slack_reject(secret: bytes) -> bool:
-    """Slack tokens carry numeric team/user ids; a token of letters only is prose."""
-    return re.search(rb"[0-9]", secret) is None
-
-
-def _jwt_reject(secret: bytes) -> bool:
-    """Header ``eyJ...`` (base64url of '{"'), payload, signature; JWE adds two parts. An
-    unsigned token (empty signature) counts when its payload is JSON (``eyJ``) too."""
-    parts = secret.split(b".")
-    if len(parts) < 3 or len(parts[0]) < 11:
-        return True
-    payload, signature = parts[1], parts[2]
-    if payload.startswith(b"eyJ"):
-        return False
-    return len(payload) < 8 or len(signature) < 8
-
-
-def _value_reject(secret: bytes) -> bool:
-    """Placeholders (``${VAR}``, ``{{var}}``, ``<your-key>``, ``***``, blanks) and values
-    already holding a redaction marker are not secrets."""
-    return _PLACEHOLDER.fullmatch(secret) is not None or _MARKER_PREFIX in secret
-
-
-# -- the rules, most specific first -----------------------------------------------------
-
-
-def _key_finders(reversed_key: bytes) -> tuple[re.Pattern[bytes], ...]:
-    """Patterns over the reversed, lowered text: from an operator's first byte (``:`` of
-    ``:`` / ``:=``, ``=`` of ``=`` / ``=>``), back over blanks and an optional (escaped)
-    closing quote, to the start of a key name spelled backwards by ``reversed_key``. One
-    pattern per operator, so each starts with a literal byte ``re`` can skip to."""
-    tail = rb"""[ \t]*(?:["']\\?)?(?:""" + reversed_key + rb")"
-    return (re.compile(b":" + tail), re.compile(b"=" + tail))
-
-
-_ASSIGN = rb"""(?:\\?["'])?[ \t]*(?::=|=>|[:=])[ \t]*"""
-_QUOTED = rb"""(?:
-      \\"((?:[^"\\\r\n]|\\\\\\"|\\\\|\\[^"\\\r\n])+)\\"   # inside a JSON string: \"value\"
-    | "((?:[^"\\\r\n]|\\.)+)"
-    | '((?:[^'\\\r\n]|\\.)+)'
-)"""
-
-RULES: tuple[Rule, ...] = (
-    Rule(
-        "pem-private-key",
-        # Whole armoured block, newlines real or JSON-escaped. Without an END line (a window
-        # cut mid-key) the block runs over every following base64 or header line.
-        re.compile(
-            rb"""-----BEGIN[ A-Z0-9]{0,40}PRIVATE[ ]KEY(?:[ ]BLOCK)?-----
-            (?:
-                (?:(?!-----BEGIN)[\s\S]){0,65536}?   # lazily, never across another BEGIN
-                -----END[ A-Z0-9]{0,40}PRIVATE[ ]KEY(?:[ ]BLOCK)?-----
-              | (?:(?:\r?\n|\\r\\n|\\n)[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z-]+:[^\r\n\\]*)[ \t]*
-                   (?=\r?\n|\\[rn]|["',\]}]|\Z))*
-            )""",
-            re.VERBOSE,
-        ),
-    ),
-    Rule("anthropic-key", re.compile(rb"k(?<=sk)-ant-[A-Za-z0-9_-]{20,}"), back=1),
-    Rule(
-        "openai-key",
-        re.compile(rb"k(?<=sk)-(?!ant-)(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{20,}"),
-        back=1,
-        reject=_openai_reject,
-    ),
-    Rule("github-token", re.compile(rb"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}")),
-    Rule(
-        "slack-token",
-        re.compile(rb"xox[abeprs]-[A-Za-z0-9-]{10,}|xapp-[0-9]+-[A-Za-z0-9-]{10,}"),
-        reject=_slack_reject,
-    ),
-    Rule("stripe-key", re.compile(rb"k(?<=[sr]k)_(?:live|test)_[A-Za-z0-9]{16,}"), back=1),
-    Rule("stripe-key", re.compile(rb"whsec_[A-Za-z0-9]{24,}")),
-    Rule("aws-access-key", re.compile(rb"A(?:KIA|SIA)[A-Z0-9]{16,}")),
-    Rule(
-        "aws-secret-key",
-        re.compile(
-            rb"aws[ _.-]?secret[ _.-]?(?:access[ _.-]?)?key" + _ASSIGN + rb"""(?:\\?["'])?"""
-            rb"([A-Za-z0-9/+=]{40,})",
-            re.IGNORECASE,
-        ),
-        groups=(1,),
-        key=_key_finders(rb"yek(?:[ _.-]?ssecca)?[ _.-]?terces[ _.-]?swa"),
-    ),
-    Rule(
-        "jwt",
-        # The whole dotted base64url run after eyJ, possessively: a header run that is no
-        # JWT is consumed once and turned down by _jwt_reject, never re-scanned from each
-        # J in it (a later start in the header would be a shorter header with the same
-        # parts). The search resumes after the header, since a JWT may start in a part.
-        re.compile(
-            rb"J(?<=eyJ)([A-Za-z0-9_-]*+)"
-            rb"(?:\.[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]++){0,2}+)?)?"
-        ),
-        back=2,
-        reject=_jwt_reject,
-        resume=1,
-    ),
-    Rule(
-        "password-assignment",
-        # The key name is kept (and may carry any prefix: DB_PASSWORD, clientSecret); only
-        # the quoted, non-empty value is the secret.
-        re.compile(
-            rb"(?:passw(?:or)?d|passphrase|pwd|secret|token|api[_.-]?key)"
-            rb"(?:[_.-]?(?:access[_.-]?)?key|[_.-]?(?:value|str|string|text|hash))?"
-            + _ASSIGN
-            + _QUOTED,
-            re.IGNORECASE | re.VERBOSE,
-        ),
-        groups=(1, 2, 3),
-        # The same key name spelled backwards: suffix, then keyword.
-        key=_key_finders(
-            rb"(?:yek(?:[_.-]?ssecca)?[_.-]?|(?:eulav|rts|gnirts|txet|hsah)[_.-]?)?"
-            rb"(?:d(?:ro)?wssap|esarhpssap|dwp|terces|nekot|yek[_.-]?ipa)"
-        ),
-        reject=_value_reject,
-    ),
-)
-
-#: Rule ids, in order of specificity (a rule may have several patterns).
-RULE_IDS: tuple[str, ...] = tuple(dict.fromkeys(r.id for r in RULES))
+#: Bytes one search starts in, and how far past them it may read (at least LONGEST_MATCH).
+CHUNK = 1024 * 1024
+OVERLAP = 64 * 1024
+#: How far back from an assignment operator a key name may start (blanks, quote, name).
+_KEY_SPAN = 256
 _RANK = {rid: n for n, rid in enumerate(RULE_IDS)}
 
 
 # -- engine -----------------------------------------------------------------------------
 
 
-def _hits(data: bytes, allow: frozenset[str]) -> tuple[list[tuple[int, int, int]], int]:
-    """Every (start, end, rank) hit in ``data`` (byte offsets), and how many were allowed."""
+def _hits(
+    data: bytes, allow: frozenset[str], *, stop: bytes = b"", chunk: int = CHUNK
+) -> tuple[list[tuple[int, int, int]], int]:
+    """Every (start, end, rank) hit in ``data`` (byte offsets), and how many were allowed.
+
+    ``stop`` also ends an unclosed block (``redact_many``'s separator between texts);
+    ``chunk`` is a parameter only so tests can cut the text anywhere.
+    """
     hits: list[tuple[int, int, int]] = []
     allowed = 0
-    backwards: bytes | None = None
+    size = len(data)
 
-    def take(m: re.Match[bytes], rule: Rule) -> bool:
-        """Record the hit of ``m``; False when the rule turned it down."""
+    def take(m: re.Match[bytes], rule: Rule) -> int:
+        """Record the hit of ``m``; return where the search goes on."""
         nonlocal allowed
         for g in rule.groups:
             start, end = m.span(g)
             if start >= 0:
                 break
         start -= rule.back
+        if rule.tail is not None and (t := rule.tail.match(data, end)) is not None:
+            end = t.end()
+        if rule.closed and m.start(rule.closed) < 0:
+            end = _block_end(data, m.end(), stop)
         secret = data[start:end]
         if rule.reject is not None and rule.reject(secret):
-            return False
+            return max(end, m.end()) if rule.resume == 0 else m.end(rule.resume)
         if allow and fingerprint(secret) in allow:
             allowed += 1
         else:
             hits.append((start, end, _RANK[rule.id]))
-        return True
+        return max(end, m.end())
 
+    bounds = [(a, min(a + chunk, size)) for a in range(0, size, chunk)] or [(0, 0)]
     for rule in RULES:
         if not rule.key:
+            # One search at a time from where the last hit left off, as over the whole text;
+            # a search sees only its chunk and the overlap, and a match starting past the
+            # chunk is left to the next one (it could be cut by the search's end).
             search = rule.pattern.search
             pos = 0
-            while (m := search(data, pos)) is not None:
-                pos = m.end() if take(m, rule) else m.end(rule.resume)
+            for a, b in bounds:
+                pos = max(pos, a)
+                reach = min(b + OVERLAP, size)
+                while pos < b and (m := search(data, pos, reach)) is not None and m.start() < b:
+                    pos = take(m, rule)
             continue
-        if backwards is None:
-            backwards = data.lower()[::-1]
-        size = len(data)
-        for finder in rule.key:
-            for k in finder.finditer(backwards):
-                found = rule.pattern.match(data, size - k.end())
-                if found is not None:
-                    take(found, rule)
+        for a, b in bounds:
+            # The operators in [a, b), read backwards with room for their key names.
+            low = max(0, a - _KEY_SPAN)
+            backwards = data[low:b].lower()[::-1]
+            first = b - a  # reversed offsets below this are operators in [a, b)
+            for finder in rule.key:
+                for k in finder.finditer(backwards):
+                    if k.start() >= first:
+                        break
+                    found = rule.pattern.match(data, b - k.end())
+                    if found is not None:
+                        take(found, rule)
     return hits, allowed
+
+
+_BEGIN = b"-----BEGIN"
+
+
+def _block_end(data: bytes, pos: int, stop: bytes) -> int:
+    """Where an unclosed private-key block ends: the next BEGIN armour, ``stop``, or the end."""
+    ends = [len(data), data.find(_BEGIN, pos)]
+    if stop:
+        ends.append(data.find(stop, pos))
+    return min(e for e in ends if e >= 0)
 
 
 def _merge(hits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
@@ -396,7 +298,7 @@ def redact_many(texts: Sequence[str], *, allow: frozenset[str] = frozenset()) ->
     for e in encoded:
         starts.append(offset)
         offset += len(e) + len(_SEPARATOR)
-    hits, _ = _hits(_SEPARATOR.join(encoded), allow)
+    hits, _ = _hits(_SEPARATOR.join(encoded), allow, stop=_SEPARATOR)
     touched: set[int] = set()
     for start, end, _rank in hits:
         first = bisect.bisect_right(starts, start) - 1

@@ -115,7 +115,7 @@ class CronRunner:
     def _listing(self, job: Job) -> str | None:
         if job.name != TIER_JOB:
             return None
-        return tiers_text(self.agent.home, self.agent.store)
+        return tiers_text(self.agent.home, self.agent.store, self.agent.config.memory.tiers_notes)
 
     async def _run(self, job: Job, sid: str, text: str) -> None:
         agent = self.agent

@@ -46,7 +46,7 @@ class Scheduler:
         self.agent = agent
         self.clock = agent.clock
         start = self.clock.now()
-        self.ledger = RunLedger(agent.home)
+        self.ledger = RunLedger(agent.home, keep=agent.config.jobs.keep_runs)
         self.summaries = ToolSummaries(
             home=agent.home,
             config=agent.config,
@@ -96,6 +96,8 @@ class Scheduler:
             self.cron.jobs = jobs
         cron = tuple(self.cron.tick(now))
         beat = self.heartbeat.tick(now)
+        if self.agent.budget is not None:
+            self.agent.budget.flush_stale()  # a settle no next call has carried yet
         return TickReport(heartbeat=beat, cron=cron)
 
     def _scheduled(self) -> list[asyncio.Task[None]]:

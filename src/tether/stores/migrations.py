@@ -14,8 +14,11 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from tether.core import cjk
+from tether.core import cjk, symbols
 from tether.errors import StoreVersionError
+
+#: The symbol tokens' migration: a script with no SQL (see ``_resegment``).
+_SYMBOLS = "-- symbols: see _resegment\n"
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -224,6 +227,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (session, window_id, content_hash)
     ) WITHOUT ROWID;
     """,
+    # Emoji and other symbols get index tokens in ``seg`` beside the CJK pieces
+    # (``core.symbols``): no SQL, only ``AFTER[SYMBOLS_VERSION]``, which gives every row
+    # whose ``seg`` changes its new one. Its place in this tuple is its number.
+    _SYMBOLS,
 )
 
 
@@ -247,9 +254,36 @@ def _segment_existing(c: sqlite3.Connection) -> None:
         )
 
 
+def _resegment(c: sqlite3.Connection) -> None:
+    """Give every row whose ``seg`` is not what ``symbols.seg`` makes of its text now its
+    new one, and re-index those rows (the others are left as they are)."""
+    changed = [
+        (doc_id, new)
+        for doc_id, text, old in c.execute("SELECT id, text, seg FROM doc")
+        if (new := symbols.seg(text)) != old
+    ]
+    for doc_id, new in changed:
+        body, aside = c.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
+        c.execute(
+            "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
+            (doc_id, body, aside),
+        )
+        c.execute("UPDATE doc SET seg = ? WHERE id = ?", (new, doc_id))
+        c.execute(
+            "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
+            (doc_id,),
+        )
+
+
+#: The version the symbol tokens' migration reaches (its script's place in MIGRATIONS).
+SYMBOLS_VERSION = MIGRATIONS.index(_SYMBOLS) + 1
+
 #: Work a migration needs beyond SQL, run in its transaction after its script: version
 #: reached -> what to run.
-AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {4: _segment_existing}
+AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {
+    4: _segment_existing,
+    SYMBOLS_VERSION: _resegment,
+}
 
 
 def statements(script: str) -> Iterator[str]:

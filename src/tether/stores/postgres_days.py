@@ -24,6 +24,7 @@ from tether.records import (
     SessionMeta,
     SessionState,
     SpendRow,
+    SpendSettle,
     SpendState,
     SpentToday,
 )
@@ -262,9 +263,14 @@ class PostgresDays:
         )
 
     def budget_reserve(
-        self, row: SpendRow, decide: Callable[[SpentToday], BudgetReason | None]
+        self,
+        row: SpendRow,
+        decide: Callable[[SpentToday], BudgetReason | None],
+        settles: Sequence[SpendSettle] = (),
     ) -> SpendRow:
         def work(c: Conn) -> SpendRow:
+            for s in settles:  # before the read, so the decision weighs what they used
+                self._settle(c, s)
             reason = decide(self._spent(c, row.day, row.kind))
             state: SpendState = "refused" if reason else "reserved"
             found = c.execute(
@@ -298,6 +304,27 @@ class PostgresDays:
 
         return cast(SpendRow, self._w("reserving a model call's budget", work, guard="budget"))
 
+    def _settle(self, c: Conn, s: SpendSettle) -> bool:
+        found = c.execute(
+            "UPDATE budget_spend SET state = 'settled', tokens = %s, usd = %s, cache_n = %s,"
+            " prompt_n = %s, predicted_n = %s WHERE id = %s AND state = 'reserved'"
+            " RETURNING day, kind, bound_tokens, bound_usd",
+            (s.tokens, s.usd, s.cache_n, s.prompt_n, s.predicted_n, s.id),
+        ).fetchone()
+        if found is None:
+            return False
+        day, kind, bound_tokens, bound_usd = found
+        self._add(c, day, kind, s.tokens - int(bound_tokens), s.usd - float(bound_usd))
+        return True
+
+    def budget_settle_all(self, settles: Sequence[SpendSettle]) -> None:
+        def work(c: Conn) -> None:
+            for s in settles:
+                self._settle(c, s)
+
+        if settles:
+            self._w("settling model calls' budget", work, guard="budget")
+
     def budget_settle(
         self,
         spend_id: int,
@@ -308,20 +335,19 @@ class PostgresDays:
         prompt_n: int = 0,
         predicted_n: int = 0,
     ) -> bool:
-        def work(c: Conn) -> bool:
-            found = c.execute(
-                "UPDATE budget_spend SET state = 'settled', tokens = %s, usd = %s, cache_n = %s,"
-                " prompt_n = %s, predicted_n = %s WHERE id = %s AND state = 'reserved'"
-                " RETURNING day, kind, bound_tokens, bound_usd",
-                (tokens, usd, cache_n, prompt_n, predicted_n, spend_id),
-            ).fetchone()
-            if found is None:
-                return False
-            day, kind, bound_tokens, bound_usd = found
-            self._add(c, day, kind, tokens - int(bound_tokens), usd - float(bound_usd))
-            return True
-
-        return bool(self._w("settling a model call's budget", work, guard="budget"))
+        settle = SpendSettle(
+            id=spend_id,
+            tokens=tokens,
+            usd=usd,
+            cache_n=cache_n,
+            prompt_n=prompt_n,
+            predicted_n=predicted_n,
+        )
+        return bool(
+            self._w(
+                "settling a model call's budget", lambda c: self._settle(c, settle), guard="budget"
+            )
+        )
 
     def budget_spent(self, day: str, kind: str) -> SpentToday:
         return cast(

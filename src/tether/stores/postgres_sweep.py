@@ -415,6 +415,17 @@ class PostgresSweepStore:
         with self.pg.transaction("sweep transaction", write=write) as c:
             yield PostgresSweepTx(c, self.pg.schema, write=write)
 
+    def journal_rows(self, limit: int | None = None) -> list[JournalRow]:
+        sql = f"SELECT {PostgresSweepTx._JOURNAL} FROM sweep_journal"
+
+        def work(c: Conn) -> list[JournalRow]:
+            if limit is None:
+                return [_journal(r) for r in c.execute(sql + " ORDER BY id").fetchall()]
+            rows = c.execute(sql + " ORDER BY id DESC LIMIT %s", (limit,)).fetchall()
+            return [_journal(r) for r in reversed(rows)]
+
+        return self.pg.run("reading the sweep journal", work, write=False)
+
     def read_cells(self, visit: Callable[[TextCell], None]) -> None:
         self.pg.run("reading the sweep's text", lambda c: cells.read_cells(c, visit), write=False)
 

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 
-from tether.core import cjk
+from tether.core import symbols
 from tether.records import SearchQuery, SearchTerm
 
 #: The tokenizer of the SQLite store's index (``stores.migrations``): keep them equal.
@@ -72,8 +72,9 @@ def tokens_of(texts: Sequence[str]) -> list[list[str]]:
 
 
 def indexed_text(text: str) -> str:
-    """What the SQLite index holds of a row: its text, then its CJK bigrams."""
-    seg = cjk.segment(text)
+    """What the SQLite index holds of a row: its text, then its CJK bigrams and symbol
+    tokens (``symbols.seg``)."""
+    seg = symbols.seg(text)
     return text if seg is None else f"{text} {seg}"
 
 

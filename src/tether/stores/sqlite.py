@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 
-from tether.core import cjk
+from tether.core import symbols
 from tether.core.memory_block import Entry
 from tether.core.sweep.state import Fact
 from tether.errors import StoreVersionError
@@ -57,6 +57,7 @@ from tether.records import (
     RecallStat,
     SearchQuery,
     SpendRow,
+    SpendSettle,
     SpentToday,
     TextCell,
 )
@@ -177,7 +178,7 @@ class SqliteStore(SqliteDays, SqliteFile):
                         int(r.tainted),
                         _micros(r.time),
                         r.text,
-                        cjk.segment(r.text),
+                        symbols.seg(r.text),
                     )
                     for rows, _ in batch
                     for r in rows
@@ -231,7 +232,7 @@ class SqliteStore(SqliteDays, SqliteFile):
         cur = c.execute(
             "INSERT INTO doc (kind, session, tainted, ref, time, text, seg)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (kind, session, int(tainted), ref, _micros(time), text, cjk.segment(text)),
+            (kind, session, int(tainted), ref, _micros(time), text, symbols.seg(text)),
         )
         c.execute(
             "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
@@ -451,10 +452,19 @@ class SqliteStore(SqliteDays, SqliteFile):
     # -- the budget gate's spend ledger (sqlite_budget) ----------------------------------
 
     def budget_reserve(
-        self, row: SpendRow, decide: Callable[[SpentToday], BudgetReason | None]
+        self,
+        row: SpendRow,
+        decide: Callable[[SpentToday], BudgetReason | None],
+        settles: Sequence[SpendSettle] = (),
     ) -> SpendRow:
         with self._write("reserving a model call's budget", durable=False) as c:
-            return budget.reserve(c, row, decide)
+            return budget.reserve(c, row, decide, settles)
+
+    def budget_settle_all(self, settles: Sequence[SpendSettle]) -> None:
+        if not settles:
+            return
+        with self._write("settling model calls' budget", durable=False) as c:
+            budget.settle_all(c, settles)
 
     def budget_settle(
         self,

@@ -4,16 +4,25 @@ calls at what they used, reservations at their bound).
 
 A reservation reads the day's totals, asks the caller's decision and writes its row and
 the new totals in one ``BEGIN IMMEDIATE`` transaction, so two calls at once (threads or
-processes) are weighed one after the other and cannot both slip under a cap.
+processes) are weighed one after the other and cannot both slip under a cap. The same
+transaction first settles the calls the gate has finished since (``settles``), so a call
+costs the ledger one write, not two.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from tether.records import BudgetReason, SpendKind, SpendRow, SpendState, SpentToday
+from tether.records import (
+    BudgetReason,
+    SpendKind,
+    SpendRow,
+    SpendSettle,
+    SpendState,
+    SpentToday,
+)
 from tether.stores.sqlite_file import from_iso, iso
 
 _COLUMNS = (
@@ -42,8 +51,12 @@ def _add(c: sqlite3.Connection, day: str, kind: str, tokens: int, usd: float) ->
 
 
 def reserve(
-    c: sqlite3.Connection, row: SpendRow, decide: Callable[[SpentToday], BudgetReason | None]
+    c: sqlite3.Connection,
+    row: SpendRow,
+    decide: Callable[[SpentToday], BudgetReason | None],
+    settles: Sequence[SpendSettle] = (),
 ) -> SpendRow:
+    settle_all(c, settles)  # before the read, so the decision weighs what they used
     reason = decide(spent(c, row.day, row.kind))
     state: SpendState = "refused" if reason else "reserved"
     cur = c.execute(
@@ -96,6 +109,19 @@ def settle(
     day, kind, bound_tokens, bound_usd = found
     _add(c, day, kind, tokens - int(bound_tokens), usd - float(bound_usd))
     return True
+
+
+def settle_all(c: sqlite3.Connection, settles: Sequence[SpendSettle]) -> None:
+    for s in settles:
+        settle(
+            c,
+            s.id,
+            tokens=s.tokens,
+            usd=s.usd,
+            cache_n=s.cache_n,
+            prompt_n=s.prompt_n,
+            predicted_n=s.predicted_n,
+        )
 
 
 def _row(r: tuple[Any, ...]) -> SpendRow:

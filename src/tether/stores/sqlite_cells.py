@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from tether.core import cjk
+from tether.core import symbols
 from tether.records import TextCell
 from tether.stores.sqlite_file import tables, text_rows
 
@@ -80,7 +80,7 @@ def _reindex(c: sqlite3.Connection, cell: TextCell, text: str) -> bool:
         "SELECT 'delete', id, body, aside FROM doc WHERE id = ?",
         (doc_id,),
     )
-    c.execute("UPDATE doc SET text = ?, seg = ? WHERE id = ?", (text, cjk.segment(text), doc_id))
+    c.execute("UPDATE doc SET text = ?, seg = ? WHERE id = ?", (text, symbols.seg(text), doc_id))
     c.execute(
         "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
         (doc_id,),

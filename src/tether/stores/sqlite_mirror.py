@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from tether.core import cjk
+from tether.core import symbols
 from tether.core.memory_block import Entry
 from tether.core.sweep.state import Fact
 from tether.stores.sqlite_search import EPOCH, MICRO, unindex
@@ -43,7 +43,7 @@ def _replace(
     microseconds), keep ``doc_rows`` in step, and store the source's new stamp."""
     removed = unindex(c, "kind = ?", (kind,))
     first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
-    new = [(kind, ref, time, text, cjk.segment(text)) for ref, text, time in rows]
+    new = [(kind, ref, time, text, symbols.seg(text)) for ref, text, time in rows]
     c.executemany(
         "INSERT INTO doc (kind, tainted, ref, time, text, seg) VALUES (?, 0, ?, ?, ?, ?)", new
     )

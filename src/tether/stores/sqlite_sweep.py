@@ -41,7 +41,7 @@ from tether.core.sweep.state import (
 from tether.records import TextCell
 from tether.stores import sqlite_sweep_cells as cells
 from tether.stores.migrations import migrate
-from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso
+from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, tables
 from tether.stores.sqlite_sweep_schema import (
     SWEEP_MIGRATIONS,
     _fact,
@@ -397,6 +397,17 @@ class SqliteSweepStore(SqliteFile):
         with self.transaction(write=False) as tx:
             row = tx._c.execute("SELECT version FROM sweep_schema_version").fetchone()
         return int(row[0])
+
+    def journal_rows(self, limit: int | None = None) -> list[JournalRow]:
+        sql = f"SELECT {SqliteSweepTx._JOURNAL} FROM sweep_journal"
+        with self._lock, self._errors("reading the sweep journal"):
+            c = self._c()
+            if "sweep_journal" not in tables(c):
+                return []  # a reader on a file the sweep never ran in
+            if limit is None:
+                return [_journal(r) for r in c.execute(sql + " ORDER BY id")]
+            rows = c.execute(sql + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+            return [_journal(r) for r in reversed(rows)]
 
     def read_cells(self, visit: Callable[[TextCell], None]) -> None:
         with self._lock, self._errors("reading the sweep's text"):

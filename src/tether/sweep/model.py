@@ -8,13 +8,15 @@ first) and no stage of its own (``sweep.stage``):
    both phases must fit ``[sweep] max_model_tokens`` and ``max_model_cost_usd``, or the
    day stays incomplete (``cost_ceiling``) and no request is made;
 3. the session-day digests still missing, each stored once it is made;
-4. stage ``invoked`` (the invocation id), then phase A (the spine; the model asks for at
-   most 8 raw excerpts, turn ranges of the day's sessions, served redacted from the store
-   at ``[sweep] excerpt_chars`` each) and phase B (the candidate page through the shared
-   extractor: memories with provenance and earned authority, folders for unfiled
-   sessions), both JSON-schema constrained on the background slot;
-5. stage ``staged`` (the redacted page and its digest) before anything applies; then the
-   folders (best-effort, never over one the owner set) and the packet to the runner.
+4. stage ``invoked`` (the invocation id; the day's one fsynced write), then phase A (the
+   spine; the model asks for at most 8 raw excerpts, turn ranges of the day's sessions,
+   served redacted from the store at ``[sweep] excerpt_chars`` each) and phase B (the
+   candidate page through the shared extractor: memories with provenance and earned
+   authority, folders for unfiled sessions), both JSON-schema constrained on the
+   background slot;
+5. stage ``staged`` (the redacted page and its digest, appended to the stage file) before
+   anything applies; then the folders (best-effort, never over one the owner set) and
+   the packet to the runner.
 
 A retry reads the stage and never calls the model again for that day. Calls go through
 ``call``, which the composition root builds over the background slot's gate and the
@@ -209,6 +211,7 @@ class ModelProducer:
             source_generation=owner.source_generation,
         )
         stage.write(self.home, base)
+        crash_point("sweep-after-invoked")
         counts: Counter[str] = Counter(day.excluded)
         counts["digests"] = len(todo)
         usage: list[tuple[int, int, int]] = []
@@ -219,7 +222,7 @@ class ModelProducer:
             if not usage and _unsent(exc):
                 stage.path_of(self.home, owner.id, window.local_date).unlink(missing_ok=True)
                 return Incomplete(reason)  # nothing reached the model: a later run may try
-            stage.write(
+            stage.settle(
                 self.home,
                 msgspec.structs.replace(
                     base, state="failed", reason=reason, counts=dict(counts), usage=tuple(usage)
@@ -227,7 +230,7 @@ class ModelProducer:
             )
             return Incomplete(reason)
         packet, folders = self._packet(owner, window, day, page, counts)
-        stage.write(
+        stage.settle(
             self.home,
             msgspec.structs.replace(
                 base,

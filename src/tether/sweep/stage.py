@@ -1,10 +1,17 @@
 """The model pass's stage file: ``<home>/sweep/stage/<owner>/<local-date>.json``.
 
-The at-most-once record of one owner-day's invocation. Written atomically (temp file and
-rename) twice: ``invoked`` (with the invocation id) before the first model request, then
+The at-most-once record of one owner-day's invocation: JSON lines, the last complete one
+saying where the invocation is. One durable write per owner-day: the file is created
+atomically (temp file, fsync, rename, fsync of the folder) holding ``invoked`` (with the
+invocation id) before the first model request, so no crash or power cut after that
+request can lose it. The outcome is appended as one more line, with no fsync of its own:
 ``staged`` with the full candidate page (the day's packet, folder assignments, counts)
 and its digest before any candidate applies, or ``failed`` with a reason code when the
-invocation produced no usable page. A retry reads it and never calls the model again:
+invocation produced no usable page. A killed process loses nothing the kernel was given;
+a power cut can lose or tear that last line, and a torn tail is not read, so the file
+still says ``invoked``: the day stays incomplete, and the model is not called twice (the
+runner commits the staged packet to the store, durably, right after the append, so that
+window is milliseconds). A retry reads it and never calls the model again:
 
 - ``staged``: the exact page, checked against its digest;
 - ``invoked`` (a crash mid-call), ``failed``, unreadable or a digest that does not match:
@@ -20,6 +27,7 @@ Everything in it was redacted before it was written (``scan``).
 from __future__ import annotations
 
 import hashlib
+import os
 from datetime import date
 from pathlib import Path
 from typing import Literal
@@ -80,6 +88,14 @@ def path_of(home: Path, owner: str, local_date: date) -> Path:
     return home.joinpath(*STAGE_DIR, owner, f"{local_date.isoformat()}.json")
 
 
+def _last(data: bytes) -> bytes:
+    """The line that says where the invocation is: the last complete one (a torn tail is
+    an outcome a power cut cut short); a file with no newline at all is one document, as
+    stages were before they were lines."""
+    lines, _ = files.split_complete(data)
+    return lines[-1] if lines else data
+
+
 def read(home: Path, owner: str, window: Window, source_generation: int) -> Read:
     path = path_of(home, owner, window.local_date)
     try:
@@ -90,6 +106,7 @@ def read(home: Path, owner: str, window: Window, source_generation: int) -> Read
         return Read("bad")
     if len(data) > MAX_STAGE_BYTES:
         return Read("bad")
+    data = _last(data)
     try:
         head = msgspec.json.decode(data, type=_Head)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -116,6 +133,21 @@ def read(home: Path, owner: str, window: Window, source_generation: int) -> Read
 
 
 def write(home: Path, stage: StageFile) -> None:
+    """A new stage file holding ``stage`` alone, durably (the ``invoked`` mark)."""
     path = path_of(home, stage.owner, stage.local_date)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    files.write_atomic(path, _encoder.encode(stage), mode=0o600)
+    files.write_atomic(path, _encoder.encode(stage) + b"\n", mode=0o600)
+
+
+def settle(home: Path, stage: StageFile) -> None:
+    """Append the invocation's outcome (``staged`` or ``failed``) to its stage file, with
+    no fsync: see the module's docstring for why a lost line is safe."""
+    path = path_of(home, stage.owner, stage.local_date)
+    data = _encoder.encode(stage) + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
