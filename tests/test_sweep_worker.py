@@ -95,8 +95,10 @@ def test_worker_processes_sweep_every_owner_day_exactly_once(pg_url: str, worker
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0] * workers, [o[1] for o in outs]
     reports = [json.loads(o[0]) for o in outs]
-    assert sum(r["claimed"] for r in reports) == 500
-    assert sum(r["outcomes"].get("complete", 0) for r in reports) == 500
+    # Other tests' owners share this database with no day staged: theirs are handed back
+    # ("incomplete") and offered again; every one of this test's 500 days completes.
+    assert sum(r["outcomes"].get("complete", 0) for r in reports) == 500, reports
+    assert {o for r in reports for o in r["outcomes"]} <= {"complete", "incomplete"}
     assert all(r["taken_over"] == 0 for r in reports)
     check_exactly_once(pg_url, tenant, 500)
 
@@ -117,7 +119,8 @@ def test_a_worker_killed_mid_day_is_taken_over_after_its_lease(pg_url: str) -> N
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["taken_over"] == 1
-    assert report["outcomes"] == {"complete": 20}
+    assert report["outcomes"]["complete"] == 20
+    assert set(report["outcomes"]) <= {"complete", "incomplete"}
     check_exactly_once(pg_url, tenant, 20)
 
 

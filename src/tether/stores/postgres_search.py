@@ -75,15 +75,16 @@ def _ranked(
         hits = c.execute("SELECT count(*) FROM doc WHERE tsv @@ %s::tsquery", (r.query,))
         idf = _idf(n_rows, int(hits.fetchone()[0]))  # type: ignore[index]
         w = r.weight if weights else 1.0
+        tf, tf_params = _tf(r)
         # bm25's share of this term: idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl))
         share = "(%s * ((tf * %s) / (tf + %s * ((1 - %s::float8) + (%s * d.len::float8) / %s))))"
         parts.append(
             "SELECT id, CASE WHEN aside THEN %s * (%s * s) ELSE %s * s END AS s FROM"
             f" (SELECT d.id, d.aside, {share} AS s FROM"
-            "  (SELECT d.id, d.aside, d.len, tether_tf(d.tsv, %s, %s)::float8 AS tf"
+            f"  (SELECT d.id, d.aside, d.len, {tf}::float8 AS tf"
             f"   FROM doc AS d WHERE d.tsv @@ %s::tsquery{where}) AS d) AS t"
         )
-        params += [w, aside, w, idf, K1 + 1.0, K1, B, B, avgdl or 1.0, r.tokens, r.prefix]
+        params += [w, aside, w, idf, K1 + 1.0, K1, B, B, avgdl or 1.0, *tf_params]
         params += [r.query, *extra]
     having = ""
     if query.require == "all" and len(terms) > 1:
@@ -98,6 +99,23 @@ def _ranked(
         " JOIN doc AS d ON d.id = f.id ORDER BY f.s DESC, d.id",
         params,
     ).fetchall()
+
+
+def _tf(r: text.Rendered) -> tuple[str, list[object]]:
+    """SQL for the term's frequency in row ``d``: one word (the common case) by a look-up
+    in the row's vector; a phrase through ``tether_tf``, which walks the positions."""
+    if len(r.tokens) > 1:
+        return "tether_tf(d.tsv, %s, %s)", [r.tokens, r.prefix]
+    if r.prefix:
+        return (
+            "(SELECT sum(cardinality(u.positions)) FROM unnest(d.tsv) AS u"
+            " WHERE starts_with(u.lexeme, %s))",
+            [r.tokens[0]],
+        )
+    return (
+        "(SELECT cardinality(u.positions) FROM unnest(d.tsv) AS u WHERE u.lexeme = %s)",
+        [r.tokens[0]],
+    )
 
 
 def search(c: psycopg.Connection[Any], query: SearchQuery, k: int) -> list[Hit]:
