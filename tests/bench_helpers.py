@@ -11,7 +11,12 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def load_benchmark(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` imported under ``name``."""
+    """``benchmarks/<name>.py`` imported under ``name``; the checkout's root goes on
+    ``sys.path`` first, as ``python -m benchmarks.<name>`` has it, so a script importing a
+    sibling (``from benchmarks.embed_cache import ...``) loads."""
+    root = str(BENCHMARKS.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
