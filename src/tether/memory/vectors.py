@@ -36,6 +36,13 @@ PART_OVERLAP = 20
 MAX_PARTS = 4
 #: Words of a reply (assistant text) embedded.
 REPLY_WORDS = 64
+#: The least cosine a row found by vector alone needs to be a candidate at all. Vector
+#: search always has a nearest row, related or not: without a floor a query with no
+#: match (a word the owner never used) recalls whatever is closest. MiniLM puts unrelated
+#: short texts at 0.0-0.2 and a category beside an instance of it at 0.3-0.55 (measured:
+#: "zebrafish" / "short answer" 0.19; "streaming service" / an Apple TV+ turn 0.45;
+#: "photography accessories" / a flash and a lens 0.54).
+MIN_COSINE = 0.25
 #: Rows the question's nearest-neighbour search returns.
 POOL = 200
 #: Rows embedded per batch (one transaction each).
@@ -66,9 +73,11 @@ class Vectors:
         return self.counts
 
     def nearest(self, text: str, k: int, only: Sequence[str] | None = None) -> list[Found]:
-        """The rows nearest ``text`` (cosine in ``score``), best first."""
+        """The rows nearest ``text`` (cosine in ``score``, at least ``MIN_COSINE``), best
+        first."""
         query = self.embedder.embed([text])
-        return self.index.nearest(self.model, query, k, only=only)
+        found = self.index.nearest(self.model, query, k, only=only)
+        return [f for f in found if f.score >= MIN_COSINE]
 
 
 def parts(text: str, field: str | None = None) -> list[str]:
