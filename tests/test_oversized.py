@@ -90,7 +90,9 @@ async def test_a_message_no_epoch_can_hold_is_refused_before_it_is_logged(
     s = Session.open(home, "chat")
     assert [r.text for r in s.records if isinstance(r, User)] == ["a short question"]
     assert show_json(home, "chat")["turns"] == 1
-    assert recall_json(home, "zebrafish") == []
+    # Never indexed: no hit holds it (with vectors on, recall may still offer the nearest
+    # unrelated turns, so the check is on the text, not on an empty list).
+    assert all("zebrafish" not in str(h["text"]) for h in recall_json(home, "zebrafish"))
 
 
 def test_chat_refuses_it_with_exit_2_in_process_and_through_the_daemon(fake: FakeLlama) -> None:
@@ -147,7 +149,7 @@ async def test_a_retry_after_compaction_is_one_turn_in_the_log_and_in_recall(
     ]
     # The reply is filed under the turn it answers, not a turn 3.
     answer = [h for h in recall_json(home, "Answered epoch") if h["kind"] == "turn"]
-    assert {h["turn"] for h in answer} == {2}
+    assert [h["turn"] for h in answer if "Answered in epoch one" in str(h["text"])] == [2]
 
 
 async def test_a_turn_refused_for_good_is_not_replayed_and_the_next_turn_works(

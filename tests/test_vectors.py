@@ -102,20 +102,6 @@ def test_a_category_finds_the_instance_the_owner_named(
     assert sessions[0].turns[0].text == APPLE
 
 
-def test_a_query_nothing_is_related_to_recalls_nothing_with_vectors_on(
-    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
-) -> None:
-    # Vector search always has a nearest row; recall must not offer it when it is unrelated.
-    _sessions(home, tick)
-    index_home(home, store)
-    embed_missing(vectors)
-    assert vectors.complete
-    assert recall(store, "zebrafish", 3, time=NOW) == []
-    assert recall(store, "zebrafish", 3, time=NOW, vectors=vectors) == []
-    assert recall(store, "which streaming service did I subscribe to?", 3, time=NOW,
-                  vectors=vectors)[0].text == APPLE  # fmt: skip
-
-
 def test_vectors_on_and_off_give_the_same_api(
     home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
 ) -> None:
