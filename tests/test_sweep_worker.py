@@ -4,44 +4,25 @@ owner-days, each swept exactly once, and a worker killed mid-day is taken over."
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime
 
 import pytest
 
 import pg_helpers
+from bench_helpers import load_benchmark
 from daemon_helpers import spawn, tether
-from tether.core.sweep.packet import digest, encode_packet
-from tether.core.sweep.state import Owner, StagedPacket
-from tether.core.sweep.windows import window_for
 from tether.stores.postgres_sweep import PostgresSweepStore
-from tether.sweep.producer import DeterministicProducer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
-NOW = "2026-11-01T12:00:00+00:00"  # each owner's one due day: 2026-10-31
-DAY = date(2026, 10, 31)
+BENCH = load_benchmark("postgres_store")
+NOW = "2026-11-01T12:00:00+00:00"  # each owner's one due day: the benchmark's DAY
+DAY = BENCH.DAY
 
 
 def seed(url: str, tenant: str, owners: int) -> None:
-    """``owners`` sweep owners, each with its due day's packet staged in the store."""
-    producer = DeterministicProducer()
-    with PostgresSweepStore(url, tenant) as store, store.transaction() as tx:
-        for i in range(owners):
-            owner = Owner(id=f"o{i:04d}", timezone_name="UTC", first_date=DAY, created_at=T0)
-            tx.put_owner(owner)
-            window = window_for("UTC", DAY)
-            packet = producer.produce(owner, window)
-            tx.put_stage(
-                StagedPacket(
-                    owner=owner.id,
-                    local_date=DAY,
-                    source_generation=owner.source_generation,
-                    window_id=window.window_id,
-                    digest=digest(packet),
-                    packet=encode_packet(packet),
-                    created_at=T0,
-                )
-            )
+    """``owners`` sweep owners, each with its due day's packet staged in the store (the
+    benchmark's own seeding, so both sweep the same days)."""
+    with PostgresSweepStore(url, tenant) as store:
+        BENCH.seed(store, owners)
 
 
 def check_exactly_once(url: str, tenant: str, owners: int) -> None:
