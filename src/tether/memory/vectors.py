@@ -42,8 +42,9 @@ REPLY_WORDS = 64
 #: and a category beside an instance of it at 0.3-0.55 ("zebrafish" / "short answer"
 #: 0.19; "streaming service" / an Apple TV+ turn 0.45), but a floor of 0.25 cost the
 #: LongMemEval tuning half session R@5 0.956 -> 0.911 and turn R@10 0.889 -> 0.822
-#: (short questions sit below it beside their evidence), so it is off until a floor is
-#: chosen that keeps those (e.g. only when lexical recall found nothing).
+#: (short questions sit below it beside their evidence), so it stays at 0.0 (only rows
+#: pointing away from the question are dropped; the figures on main were measured so)
+#: until a floor is chosen that keeps those (e.g. only when lexical recall found nothing).
 MIN_COSINE = 0.0
 #: Rows the question's nearest-neighbour search returns.
 POOL = 200
