@@ -72,7 +72,7 @@ from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall, recall_sessions
 from tether.memory.vectors import Vectors, embed_missing, parts
-from tether.ports import Store
+from tether.ports import Store, VectorIndex
 from tether.stores.sqlite import SqliteStore
 
 DATA = (
@@ -349,11 +349,21 @@ class Result:
 _EMBEDDER: CachedEmbedder | None = None
 
 
-def fused_rankings(store: Store, home: Path, q: Question, keys: Keys) -> Rankings:
-    from tether.stores.sqlite_vectors import SqliteVectors
+def open_vectors_index(home: Path, q: Question) -> VectorIndex:
+    """The question's vector index, beside its store (``open_db``)."""
+    if Backend.postgres is None:
+        from tether.stores.sqlite_vectors import SqliteVectors
 
+        return SqliteVectors(home / "tether.db")
+    from tether.stores.postgres_vectors import PostgresVectors
+
+    return PostgresVectors(Backend.postgres, _pg_owner(q))
+
+
+def fused_rankings(store: Store, home: Path, q: Question, keys: Keys) -> Rankings:
     assert _EMBEDDER is not None
-    with SqliteVectors(home / "tether.db") as index:
+    index = open_vectors_index(home, q)
+    with closing(index):
         vectors = Vectors(_EMBEDDER, index)
         embed_missing(vectors, batch=512)
         return tether_rankings(store, q, keys, vectors)
@@ -565,8 +575,6 @@ def main() -> None:
     if args.backend == "postgres":
         if not args.pg:
             sys.exit("--backend postgres needs --pg URL or TETHER_TEST_POSTGRES")
-        if args.vectors:
-            sys.exit("--vectors runs on the sqlite backend only (vectors live in SQLite)")
         Backend.postgres = args.pg
     try:
         import bm25s  # noqa: F401

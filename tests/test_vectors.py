@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+import pg_helpers
 from conftest import Ticker
 from tether.config import load_config
 from tether.daemon.compose import build_runtime
@@ -26,9 +28,10 @@ from tether.llm import embedder
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall, recall_sessions
 from tether.memory.vectors import Vectors, embed_missing
+from tether.ports import Store
 from tether.records import Assistant, Baseline, User
 from tether.sessions import Session
-from tether.stores.sqlite import SqliteStore
+from tether.stores import open_store
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama
 
@@ -65,15 +68,22 @@ def _sessions(home: Path, tick: Ticker, rounds: int = 1) -> None:
             s.append(Assistant(time=tick(), text=reply))
 
 
+def _pg_home(home: Path, url: str, owner: str) -> None:
+    (home / "tether.toml").write_text(f'[store]\nurl = "{url}"\nowner = "{owner}"\n')
+
+
 @pytest.fixture
-def store(home: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(home / "tether.db")
+def store(home: Path, backend: str, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """The home's store on ``backend`` (PostgreSQL: ``[store] url``, a new owner)."""
+    if backend == "postgres":
+        _pg_home(home, request.getfixturevalue("pg_url"), pg_helpers.new_owner())
+    s = open_store(home, load_config(home))
     yield s
     s.close()
 
 
 @pytest.fixture
-def vectors(home: Path, store: SqliteStore) -> Iterator[Vectors]:
+def vectors(home: Path, store: Store) -> Iterator[Vectors]:
     v = open_vectors(home, load_config(home))
     assert v is not None
     yield v
@@ -81,7 +91,7 @@ def vectors(home: Path, store: SqliteStore) -> Iterator[Vectors]:
 
 
 def test_a_category_finds_the_instance_the_owner_named(
-    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+    home: Path, tick: Ticker, store: Store, vectors: Vectors
 ) -> None:
     _sessions(home, tick)
     index_home(home, store)
@@ -103,7 +113,7 @@ def test_a_category_finds_the_instance_the_owner_named(
 
 
 def test_vectors_on_and_off_give_the_same_api(
-    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+    home: Path, tick: Ticker, store: Store, vectors: Vectors
 ) -> None:
     _sessions(home, tick)
     index_home(home, store)
@@ -120,7 +130,7 @@ def test_vectors_on_and_off_give_the_same_api(
 
 
 def test_a_model_change_re_embeds_every_row(
-    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+    home: Path, tick: Ticker, store: Store, vectors: Vectors
 ) -> None:
     _sessions(home, tick)
     index_home(home, store)
@@ -141,7 +151,7 @@ def test_a_model_change_re_embeds_every_row(
 
 
 def test_a_rewritten_row_loses_its_vector_and_is_embedded_again(
-    home: Path, tick: Ticker, store: SqliteStore, vectors: Vectors
+    home: Path, tick: Ticker, store: Store, vectors: Vectors
 ) -> None:
     _sessions(home, tick)
     index_home(home, store)
@@ -192,7 +202,7 @@ def _cli(
 
 @pytest.mark.slow
 def test_reindex_vectors_killed_resumes_without_re_embedding(
-    home: Path, tick: Ticker, store: SqliteStore
+    home: Path, tick: Ticker, store: Store
 ) -> None:
     _sessions(home, tick, rounds=10)  # 160 rows: three batches of 64
     index_home(home, store)
@@ -225,6 +235,8 @@ from tether.config import Config
 from tether.daemon.vectors import open_vectors
 from tether.memory.recall import recall
 from tether.memory.vectors import embed_missing
+from tether.ports import Store
+from tether.stores import open_store
 from tether.stores.sqlite import SqliteStore
 home = Path(sys.argv[1])
 store = SqliteStore(home / "tether.db")
@@ -248,3 +260,61 @@ def test_no_network_call_at_import_load_or_query(home: Path) -> None:
     )
     assert done.returncode == 0, done.stderr + done.stdout
     assert done.stdout.strip() == "I signed up for Apple TV+"
+
+
+@pytest.mark.postgres
+def test_two_owners_vectors_never_cross(home: Path, tick: Ticker, pg_url: str) -> None:
+    """Each owner's vectors are in its own schema: one owner's search never finds the
+    other's rows, and one owner's counts never include the other's."""
+    _sessions(home, tick)
+    alice, bob = pg_helpers.new_owner("alice"), pg_helpers.new_owner("bob")
+    _pg_home(home, pg_url, alice)
+    with closing(open_store(home, load_config(home))) as a:
+        index_home(home, a)
+        va = open_vectors(home, load_config(home))
+        assert va is not None
+        embed_missing(va)
+        assert va.complete
+        va.index.close()
+    _pg_home(home, pg_url, bob)
+    with closing(open_store(home, load_config(home))) as b:
+        b.add_note(
+            "The spare key is under the blue flowerpot.", untrusted=False, session=None, time=NOW
+        )
+        vb = open_vectors(home, load_config(home))
+        assert vb is not None
+        try:
+            assert vb.counts.total == 1
+            assert vb.counts.done == 0
+            embed_missing(vb)
+            query = vb.embedder.embed(["which streaming service did I subscribe to?"])
+            found = vb.index.nearest(vb.model, query, 10)  # no cosine floor: every row
+            assert [f.text for f in found] == ["The spare key is under the blue flowerpot."]
+        finally:
+            vb.index.close()
+
+
+@pytest.mark.postgres
+def test_pgvector_is_used_exactly_when_the_server_has_it(pg_url: str) -> None:
+    """Detection: the ANN side table exists iff the ``vector`` extension is installed;
+    on a server without it (this test server) the portable layout serves alone."""
+    import psycopg
+
+    from tether.stores.postgres_vectors import PostgresVectors, pgvector_schema
+
+    owner = pg_helpers.new_owner()
+    with closing(open_store_pg(pg_url, owner)), PostgresVectors(pg_url, owner) as index:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            installed = c.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+            assert (index.ann is not None) == (installed is not None)
+            assert pgvector_schema(c, create=False) == index.ann
+            table = c.execute("SELECT to_regclass(%s)", (f'"tether_{owner}".vec_ann',)).fetchone()
+            assert (table is not None and table[0] is not None) == (index.ann is not None)
+        if index.ann is None:
+            print("pgvector is not on this server: only the portable layout was searched")
+
+
+def open_store_pg(url: str, owner: str) -> Store:
+    from tether.stores.postgres import PostgresStore
+
+    return PostgresStore(url, owner)

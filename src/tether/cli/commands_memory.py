@@ -202,7 +202,7 @@ def _reindex_vectors(ctx: Context, as_json: bool) -> None:
             ),
         )
         if vectors is None:
-            raise BadInputError("this store has no vector index yet: vectors need SQLite")
+            raise BadInputError("this store has no vector index yet")
         try:
             before = vectors.counts
             with terminal_meter() as meter:

@@ -115,11 +115,14 @@ def migrate_store(home: Path, config: Config) -> StoreInfo:
 
 
 def open_vector_index(home: Path, config: Config) -> VectorIndex | None:
-    """Where recall's vectors live: beside the index in the SQLite file (migrated by
-    ``open_store`` first); None on a backend that has no vector table yet. Needs the extra
-    tether[vectors] (numpy). PostgreSQL has none yet: recall there stays lexical."""
+    """Where recall's vectors live: beside the index, in the SQLite file or the owner's
+    PostgreSQL schema (migrated by ``open_store`` first). Needs the extra tether[vectors]
+    (numpy). The return type keeps None for a backend without a vector table."""
     if config.store.postgres:
-        return None
+        _postgres()
+        from tether.stores.postgres_vectors import PostgresVectors
+
+        return PostgresVectors(config.store.url, config.store.owner)
     from tether.stores.sqlite_vectors import SqliteVectors  # numpy: only with the extra
 
     return SqliteVectors(sqlite_path(home, config))

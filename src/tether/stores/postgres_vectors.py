@@ -1,0 +1,377 @@
+"""Sentence vectors of the PostgreSQL store's indexed rows (``tether.ports.VectorIndex``).
+
+Layout (``postgres_schema``'s vectors migration): the SQLite one, in the owner's schema.
+``doc_vec`` holds one vector per part of a ``doc`` row (int8 with a per-vector scale, in
+``bytea``, encoded as ``sqlite_vectors`` does, so both backends hold the same numbers),
+tagged with its model (``vec_model``); triggers drop a row's vectors when the row is
+deleted or its text changes, and count it in ``stat.vec_gone``.
+
+Search, portable (every server): as on SQLite, every vector of the model is held in
+memory as one float32 matrix (``_Matrix``), loaded on the first search and topped up from
+the vectors added since (by ``doc_vec.id``); a change of ``vec_gone`` or of the model
+reloads it. Writes of vectors take an advisory lock, so ids become visible in id order
+and a top-up never skips one committed late.
+
+Search with pgvector (a server whose ``vector`` extension is installed in the database,
+or available and creatable by this role, checked on open: ``pgvector_schema``): each
+vector is also kept as a pgvector ``vector`` in ``vec_ann`` (a row per ``doc_vec`` row,
+gone with it), with an HNSW index per model (a partial index over ``vec::vector(dim)``),
+and the search is ``ORDER BY ... <=> query`` in the server. Only models whose every
+vector was written that way (``vec_model.ann``: made while the extension was there) are
+searched so; an older model keeps the in-memory search until the next model change. The
+test server has no pgvector: that path's detection is tested, its search is not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from tether.errors import StoreError
+from tether.records import Found, VecSource, VectorCounts
+from tether.stores import postgres_schema as schema
+from tether.stores import postgres_search as search
+from tether.stores.postgres_conn import PgStore
+from tether.stores.sqlite_vectors import DTYPE, _decode, _encode
+
+if TYPE_CHECKING:
+    from tether.ports import Matrix
+
+Conn = psycopg.Connection[Any]
+#: Rows that never get a vector: tool calls are argument JSON, not something said.
+_TAKES_VECTOR = "(d.field IS NULL OR d.field != 'tool_call') AND d.text != ''"
+#: Vector rows read per query when loading the matrix.
+_LOAD_BATCH = 20_000
+#: The migration level that has the vector tables.
+LEVEL = schema.MIGRATIONS.index(schema._VECTORS) + 1
+#: The advisory lock every write of ``doc_vec`` takes (ids visible in id order).
+VECTORS_LOCK = "vectors"
+#: Candidates the server's HNSW search returns per row asked for (parts of a row compete).
+_ANN_WIDTH = 3
+
+
+def pgvector_schema(c: Conn, *, create: bool = True) -> str | None:
+    """The schema of the database's ``vector`` extension, or None (not on this server, or
+    not creatable by this role). With ``create``, an available one is created."""
+    row = c.execute(
+        "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
+        " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    ).fetchone()
+    if row is not None:
+        return str(row[0])
+    available = c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    if available is None or not create:
+        return None
+    try:
+        with c.transaction():
+            c.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+    except psycopg.Error:  # no privilege: the portable layout serves
+        return None
+    return pgvector_schema(c, create=False)
+
+
+def ann_ddl(ext: str) -> sql.Composed:
+    """The pgvector side table (``ext``: the extension's schema), idempotent."""
+    return sql.SQL(
+        "CREATE TABLE IF NOT EXISTS vec_ann ("
+        " doc BIGINT NOT NULL, part INTEGER NOT NULL, model INTEGER NOT NULL,"
+        " vec {}.vector NOT NULL, PRIMARY KEY (doc, part),"
+        " FOREIGN KEY (doc, part) REFERENCES doc_vec (doc, part) ON DELETE CASCADE)"
+    ).format(sql.Identifier(ext))
+
+
+def ann_index_ddl(ext: str, model: int, dim: int) -> sql.Composed:
+    """The HNSW index of one model's vectors (a partial expression index: one dimension)."""
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {} ON vec_ann USING hnsw"
+        " ((vec::{}.vector({})) {}.vector_cosine_ops) WHERE model = {}"
+    ).format(
+        sql.Identifier(f"vec_ann_m{model}"),
+        sql.Identifier(ext),
+        sql.Literal(dim),
+        sql.Identifier(ext),
+        sql.Literal(model),
+    )
+
+
+def ann_query(ext: str, dim: int, *, only: bool) -> sql.Composed:
+    """The server-side nearest search: (doc, cosine) of the nearest parts; parameters
+    (query, model, [refs,] query, limit), the query vector as pgvector's text."""
+    vector = sql.SQL("{}.vector({})").format(sql.Identifier(ext), sql.Literal(dim))
+    distance = sql.SQL("(a.vec::{v}) OPERATOR({e}.<=>) (%s::{v})").format(
+        v=vector, e=sql.Identifier(ext)
+    )
+    among = sql.SQL(" AND a.doc IN (SELECT id FROM doc WHERE ref = ANY(%s))" if only else "")
+    return sql.SQL(
+        "SELECT a.doc, 1 - {d} FROM vec_ann AS a WHERE a.model = %s{among} ORDER BY {d} LIMIT %s"
+    ).format(d=distance, among=among)
+
+
+def vector_text(vec: Any) -> str:
+    """pgvector's text form of one vector."""
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
+
+
+class _Matrix:
+    """The model's vectors in memory: one float32 matrix grown by doubling, and the doc
+    id of each row (the in-memory search, kept small so it can move to a shared module)."""
+
+    def __init__(self) -> None:
+        self.reset(None, -1)
+
+    def reset(self, model: str | None, gone: int) -> None:
+        self.model, self.gone = model, gone
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.docs = np.zeros(0, dtype=np.int64)
+        self.rows = self.last = 0
+
+    def append(self, batch: Sequence[Sequence[Any]]) -> None:
+        """Rows of (doc_vec.id, doc, dtype, scale, vec)."""
+        vectors = np.stack([_decode(r[2], r[3], bytes(r[4])) for r in batch])
+        need = self.rows + len(batch)
+        if self.matrix.shape[0] < need or self.matrix.shape[1] != vectors.shape[1]:
+            size = max(need, 2 * self.matrix.shape[0], 1024)
+            grown = np.zeros((size, vectors.shape[1]), dtype=np.float32)
+            docs = np.zeros(size, dtype=np.int64)
+            if self.rows:
+                grown[: self.rows] = self.matrix[: self.rows]
+                docs[: self.rows] = self.docs[: self.rows]
+            self.matrix, self.docs = grown, docs
+        self.matrix[self.rows : need] = vectors
+        self.docs[self.rows : need] = [int(r[1]) for r in batch]
+        self.rows = need
+        self.last = int(batch[-1][0])
+
+    def best(self, query: Matrix, k: int, among: Sequence[int] | None) -> dict[int, float]:
+        """Up to ``k`` doc ids by their best part's cosine, best first."""
+        matrix, docs = self.matrix[: self.rows], self.docs[: self.rows]
+        if among is not None:
+            keep = np.isin(docs, np.array(among, dtype=np.int64))
+            matrix, docs = matrix[keep], docs[keep]
+        if not len(docs):
+            return {}
+        scores = matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
+        want = min(len(scores), k * 3)
+        top = np.argpartition(-scores, want - 1)[:want]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        best: dict[int, float] = {}
+        for i in top:
+            best.setdefault(int(docs[i]), float(scores[i]))
+        return dict(list(best.items())[:k])
+
+
+class PostgresVectors:
+    """``VectorIndex`` in one owner's schema (after ``PostgresStore`` migrated it)."""
+
+    def __init__(self, url: str, owner: str) -> None:
+        self.pg = PgStore(url, owner, migrate=False, max_size=2)
+        self.path = self.pg.where
+        try:
+            if self.pg.level < LEVEL:
+                raise StoreError(
+                    self.path, f"the schema is at {self.pg.level}: open it with tether first"
+                )
+            #: The pgvector extension's schema, or None: the portable in-memory search.
+            self.ann: str | None = self.pg.run("looking for pgvector", self._find_ann)
+        except BaseException:
+            self.pg.close()
+            raise
+        self._cache = threading.Lock()
+        self._memory = _Matrix()
+
+    def _find_ann(self, c: Conn) -> str | None:
+        ext = pgvector_schema(c)
+        if ext is not None:  # under the migrations' lock: two opening at once take turns
+            c.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"tether:{self.pg.schema}",),
+            )
+            c.execute(ann_ddl(ext))
+        return ext
+
+    def close(self) -> None:
+        self.pg.close()
+
+    def __enter__(self) -> PostgresVectors:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what needs a vector ---------------------------------------------------------
+
+    def vector_counts(self, model: str) -> VectorCounts:
+        def work(c: Conn) -> VectorCounts:
+            total = _one(c, f"SELECT count(*) FROM doc AS d WHERE {_TAKES_VECTOR}", ())
+            mid = _model(c, model)
+            done = 0
+            if mid is not None:
+                done = _one(
+                    c, "SELECT count(DISTINCT doc) FROM doc_vec WHERE model = %s", (mid[0],)
+                )
+            return VectorCounts(done=done, total=total)
+
+        result: VectorCounts = self.pg.run("counting vectors", work, write=False)
+        return result
+
+    def missing_vectors(self, model: str, limit: int, *, after: int = 0) -> list[VecSource]:
+        def work(c: Conn) -> list[VecSource]:
+            mid = _model(c, model)
+            rows = c.execute(
+                f"SELECT d.id, d.text, d.field FROM doc AS d WHERE d.id > %s AND {_TAKES_VECTOR}"
+                " AND NOT EXISTS (SELECT 1 FROM doc_vec AS v WHERE v.doc = d.id AND v.model = %s)"
+                " ORDER BY d.id LIMIT %s",
+                (after, -1 if mid is None else mid[0], limit),
+            ).fetchall()
+            return [VecSource(doc=int(r[0]), text=str(r[1]), field=r[2]) for r in rows]
+
+        result: list[VecSource] = self.pg.run("finding rows without vectors", work, write=False)
+        return result
+
+    def put_vectors(self, model: str, rows: Sequence[tuple[int, Matrix]]) -> None:
+        if not rows:
+            return
+        dim = int(rows[0][1].shape[1])
+        docs = [doc for doc, _ in rows]
+
+        def work(c: Conn) -> None:
+            mid, ann = self._model_for_write(c, model, dim)
+            # The rows still there, held against a delete or rewrite until this commits
+            # (whose trigger then drops these vectors).
+            alive = {
+                int(r[0])
+                for r in c.execute(
+                    "SELECT id FROM doc WHERE id = ANY(%s) ORDER BY id FOR SHARE", (docs,)
+                )
+            }
+            # A row's earlier vectors (another model's, or a lost race with another
+            # indexer) are replaced whole; a same-model one gone counts as gone.
+            replaced = c.execute(
+                "DELETE FROM doc_vec WHERE doc = ANY(%s) RETURNING model", (docs,)
+            ).fetchall()
+            if any(int(r[0]) == mid for r in replaced):
+                c.execute("UPDATE stat SET value = value + 1 WHERE name = 'vec_gone'")
+            kept = [(d, v) for d, v in rows if d in alive]
+            with c.cursor().copy(
+                "COPY doc_vec (doc, part, model, dtype, scale, vec) FROM STDIN"
+            ) as copy:
+                for doc, vectors in kept:
+                    for part, vec in enumerate(vectors):
+                        copy.write_row((doc, part, mid, DTYPE, *_encode(vec)))
+            if ann:
+                with c.cursor().copy("COPY vec_ann (doc, part, model, vec) FROM STDIN") as copy:
+                    for doc, vectors in kept:
+                        for part, vec in enumerate(vectors):
+                            copy.write_row((doc, part, mid, vector_text(vec)))
+
+        self.pg.run("storing vectors", work, hold=f"{self.pg.schema}/{VECTORS_LOCK}")
+
+    def _model_for_write(self, c: Conn, model: str, dim: int) -> tuple[int, bool]:
+        found = _model(c, model)
+        if found is not None:
+            return found[0], found[1] and self.ann is not None
+        row = c.execute(
+            "INSERT INTO vec_model (name, dim, ann) VALUES (%s, %s, %s) RETURNING id",
+            (model, dim, self.ann is not None),
+        ).fetchone()
+        assert row is not None
+        mid = int(row[0])
+        if self.ann is not None:
+            c.execute(ann_index_ddl(self.ann, mid, dim))
+        return mid, self.ann is not None
+
+    # -- search ------------------------------------------------------------------------
+
+    def nearest(
+        self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
+    ) -> list[Found]:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        best = self.pg.run(
+            "searching vectors", lambda c: self._best(c, model, query, k, only), write=False
+        )
+        found = self.pg.run(
+            "reading rows found by vector", lambda c: _rows_of(c, list(best)), write=False
+        )
+        return [
+            msgspec.structs.replace(found[d], score=best[d])
+            for d in sorted(found, key=lambda d: -best[d])
+        ]
+
+    def _best(
+        self, c: Conn, model: str, query: Matrix, k: int, only: Sequence[str] | None
+    ) -> dict[int, float]:
+        mid = _model(c, model)
+        if mid is None:
+            return {}
+        if mid[1] and self.ann is not None:
+            return self._best_ann(c, mid[0], query, k, only)
+        among = None
+        if only is not None:
+            among = [
+                int(r[0])
+                for r in c.execute("SELECT id FROM doc WHERE ref = ANY(%s)", (list(only),))
+            ]
+        with self._cache:
+            self._refresh(c, model, mid[0])
+            return self._memory.best(query, k, among)
+
+    def _best_ann(
+        self, c: Conn, mid: int, query: Matrix, k: int, only: Sequence[str] | None
+    ) -> dict[int, float]:
+        assert self.ann is not None
+        q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
+        dim = _one(c, "SELECT dim FROM vec_model WHERE id = %s", (mid,))
+        params: list[object] = [q, mid, *([list(only)] if only is not None else []), q]
+        rows = c.execute(
+            ann_query(self.ann, dim, only=only is not None), [*params, k * _ANN_WIDTH]
+        ).fetchall()
+        best: dict[int, float] = {}
+        for doc, cos in rows:
+            best.setdefault(int(doc), float(cos))
+        return dict(list(best.items())[:k])
+
+    def _refresh(self, c: Conn, model: str, mid: int) -> None:
+        """Bring the in-memory matrix in step with the table (under ``_cache``, in the
+        search's snapshot)."""
+        gone = _one(c, "SELECT value FROM stat WHERE name = 'vec_gone'", ())
+        m = self._memory
+        if model != m.model or gone != m.gone:
+            m.reset(model, gone)
+        while True:
+            batch = c.execute(
+                "SELECT id, doc, dtype, scale, vec FROM doc_vec"
+                " WHERE model = %s AND id > %s ORDER BY id LIMIT %s",
+                (mid, m.last, _LOAD_BATCH),
+            ).fetchall()
+            if not batch:
+                return
+            m.append(batch)
+
+
+def _one(c: Conn, query: str, params: Sequence[object]) -> int:
+    row = c.execute(query.encode(), params).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _model(c: Conn, model: str) -> tuple[int, bool] | None:
+    """The model's id and whether its vectors all have pgvector copies."""
+    row = c.execute("SELECT id, ann FROM vec_model WHERE name = %s", (model,)).fetchone()
+    return None if row is None else (int(row[0]), bool(row[1]))
+
+
+def _rows_of(c: Conn, docs: Sequence[int]) -> dict[int, Found]:
+    if not docs:
+        return {}
+    rows = c.execute(
+        "SELECT d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time,"
+        " d.text, 0.0 FROM doc AS d WHERE d.id = ANY(%s)",
+        (list(docs),),
+    ).fetchall()
+    return {int(r[0]): search._found(r) for r in rows}
