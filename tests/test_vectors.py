@@ -210,6 +210,8 @@ def test_reindex_vectors_killed_resumes_without_re_embedding(
         home, "memory", "reindex", "--vectors", env={"TETHER_CRASH_AT": "reindex_vectors.batch"}
     )
     assert killed.returncode == -signal.SIGKILL
+    midway = _cli(home, "doctor")
+    assert "recall is lexical: 64 of 160 rows have vectors" in midway.stdout + midway.stderr
     done = _cli(home, "memory", "reindex", "--vectors", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -218,6 +220,8 @@ def test_reindex_vectors_killed_resumes_without_re_embedding(
     assert report["with_vectors"] == report["rows"] == 160
     again = json.loads(_cli(home, "memory", "reindex", "--vectors", "--json").stdout)
     assert again["embedded"] == 0
+    healthy = _cli(home, "doctor")
+    assert "recall is lexical" not in healthy.stdout + healthy.stderr
     doctor = _cli(home, "memory", "recall", "streaming service", "--json")
     assert doctor.returncode == 0
 
