@@ -34,7 +34,7 @@ from tether.core.sweep.state import (
 )
 from tether.records import TextCell
 from tether.stores import postgres_sweep_cells as cells
-from tether.stores.postgres_conn import PgStore
+from tether.stores.postgres_conn import PgPool, PgStore
 from tether.stores.postgres_sweep_claims import PostgresClaims
 from tether.stores.sqlite_file import from_iso, iso
 from tether.stores.sqlite_sweep_cells import active_facts_sql
@@ -394,8 +394,10 @@ class PostgresSweepStore:
     """``tether.ports.SweepStore`` (and ``ClaimingStore``) in one owner's schema of a
     PostgreSQL database."""
 
-    def __init__(self, url: str, owner: str, *, migrate: bool = True) -> None:
-        self.pg = PgStore(url, owner, migrate=migrate)
+    def __init__(
+        self, url: str, owner: str, *, migrate: bool = True, pool: PgPool | None = None
+    ) -> None:
+        self.pg = PgStore(url, owner, migrate=migrate, pool=pool)
         self.path = self.pg.where
 
     def close(self) -> None:
