@@ -188,7 +188,9 @@ def test_a_schema_newer_than_this_tether_is_refused_untouched(tmp_path: Path, pg
     with psycopg.connect(pg_url, autocommit=True) as conn:
         row = conn.execute(f'SELECT count(*) FROM "tether_{owner}".note').fetchone()
         assert row == (1,)
-        conn.execute(f'UPDATE "tether_{owner}".schema_version SET version = 1')
+        conn.execute(
+            f'UPDATE "tether_{owner}".schema_version SET version = {postgres_schema.KNOWN}'
+        )
 
 
 def _kill_others(url: str, owner: str) -> None:

@@ -42,6 +42,7 @@ from tether.sweep.model import Call, ModelProducer
 from tether.sweep.onboarding import OnboardingProducer
 from tether.sweep.producer import StagingPacketReader
 from tether.sweep.runner import Runner, RunReport, members
+from tether.sweep.stage import FileStages
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
 from tether.tools.box import ToolBox
 
@@ -219,7 +220,7 @@ def sweep_runner(
                 allow=allow,
             )
             producer = ModelProducer(
-                home=home,
+                stages=FileStages(home),
                 store=main,
                 call=call,
                 extractor=Extractor(llm, slot=config.slots.background),

@@ -7,6 +7,13 @@ connections (each transaction sets its owner's ``search_path`` itself, ``postgre
 so a worker holds as many connections with 40 owners as with one, and a database whose
 ``max_connections`` is 100 serves many more workers than owners-times-workers allowed.
 The pool's connections say who they are (``application_name``: ``tether-worker-<pid>``).
+
+Days no backend staged get the home's model pass (``sweep.model.ModelProducer``) over the
+owner's main store, with the model from the worker's config (``[llm]``, on the
+background slot) and its stage in the store (``sweep_model_stage``), so a worker needs
+nothing but the URL and an endpoint. It has no home, so no allow-list: every secret the
+scanner finds is redacted. No ``[budget]`` gate either (that ledger is a home's); each
+day's ``[sweep] max_model_tokens`` / ``max_model_cost_usd`` ceiling still applies.
 """
 
 from __future__ import annotations
@@ -15,10 +22,15 @@ import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import anyio.from_thread
+
 from tether.config import Config
+from tether.extract.extractor import Extractor
 from tether.ports import ClaimingStore
+from tether.stores.postgres import PostgresStore
 from tether.stores.postgres_conn import PgPool
 from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.sweep.model import ModelProducer
 from tether.sweep.runner import Runner
 from tether.sweep.worker import DEFAULT_LEASE, WorkerReport, work
 
@@ -45,10 +57,17 @@ def run_worker(
 ) -> WorkerReport:
     """Sweep the owner-days of every owner schema in the database at ``url`` beside other
     workers, over one pool, until done (``once``) or ``should_stop``."""
-    from tether.daemon.compose import worker_runner
+    from tether.daemon.compose import build_llm, sweep_call, worker_runner
 
-    with PgPool(url, max_size=pool_size, application_name=application_name()) as pool:
+    llm = build_llm(config)
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        PgPool(url, max_size=pool_size, application_name=application_name()) as pool,
+    ):
+        call = sweep_call(llm, portal.call, None, config.llm.max_tokens)
+        extractor = Extractor(llm, slot=config.slots.background)
         opened: dict[str, PostgresSweepStore] = {}
+        mains: dict[str, PostgresStore] = {}
 
         def stores() -> dict[str, ClaimingStore]:
             for owner in pool.owner_schemas():
@@ -57,8 +76,16 @@ def run_worker(
             return dict(opened)
 
         def runner_for(owner: str, store: ClaimingStore, lease: timedelta) -> Runner:
-            del owner
-            return worker_runner(store, config.sweep, lease, claimant)
+            main = mains[owner] = PostgresStore(url, owner, migrate=False, pool=pool)
+            producer = ModelProducer(
+                stages=opened[owner].model_stages(),
+                store=main,
+                call=call,
+                extractor=extractor,
+                config=config.sweep,
+                clock=now,
+            )
+            return worker_runner(store, config.sweep, lease, claimant, producer)
 
         try:
             report = work(
@@ -71,8 +98,11 @@ def run_worker(
                 should_stop=should_stop,
             )
         finally:
+            for main in mains.values():
+                main.close()
             for store in opened.values():
                 store.close()
+            portal.call(llm.aclose)
         stats = pool.stats()
         report.pool_max = stats.get("pool_max", pool_size)
         report.connections_opened = stats.get("connections_num", 0)
