@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -160,3 +161,16 @@ def test_a_worker_needs_a_postgresql_url() -> None:
     out = tether(None, "sweep", "worker", "--once", "--url", "sqlite:///x.db")
     assert out.returncode == 2
     assert "needs a PostgreSQL store" in out.stderr
+
+
+def test_a_worker_config_that_cannot_be_read_exits_2_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "worker.toml"
+    bad.write_text("[llm]\nurl = 3\n")
+    for path in (bad, tmp_path / "missing.toml"):
+        out = tether(
+            None, "sweep", "worker", "--once", "--url", "postgresql://x@127.0.0.1:1/x",
+            "--config", str(path),
+        )  # fmt: skip
+        assert out.returncode == 2, out.stderr
+        assert str(path) in out.stderr
+        assert "Traceback" not in out.stderr

@@ -11,9 +11,10 @@ refused) is handed back and offered again by a later pass. A worker killed mid-d
 leaves its claim to expire: the next worker to find it takes the day over, and the
 sweep's own receipts make the second run of that day apply nothing twice.
 
-Days are swept from their staged packets in the store: what a home's
-producer or backend staged. The worker runs no model of its own (``Incomplete``
-``not_staged`` otherwise).
+Days are swept from their staged packets in the store when a home's producer or backend
+staged one, else by the runner's producer: ``daemon.fleet`` gives each owner the model
+pass over that owner's store (``sweep.model``, its stage in the store too); ``NotStaged``
+(``Incomplete`` ``not_staged``) is the producer of a runner given none.
 
 ``once``: sweep until no owner-day is left to do, waiting for days other workers hold
 (until they finish or their leases run out), then return; otherwise keep passing, every
