@@ -207,9 +207,11 @@ class SqliteVectors(SqliteFile):
                 self._gone = gone
             while True:
                 batch = c.execute(
+                    # By rowid (``+model``: not the (model, doc) index, which would
+                    # sort every vector of the model on each query).
                     "SELECT id, doc, dtype, scale, vec FROM doc_vec"
-                    " WHERE model = ? AND id > ? ORDER BY id LIMIT ?",
-                    (mid, self._matrix.last, _LOAD_BATCH),
+                    " WHERE id > ? AND +model = ? ORDER BY id LIMIT ?",
+                    (self._matrix.last, mid, _LOAD_BATCH),
                 ).fetchall()
                 if not batch:
                     return
