@@ -55,14 +55,16 @@ def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
     assert {d for d, s in got if s > last + 1e-6} == {d for d, s in want if s > last + 1e-6}
 
 
-@pytest.mark.parametrize("simd", [True, False])
+@pytest.mark.parametrize("first_pass", ["simd", "simd-two-threads", "numpy"])
 def test_the_int8_search_ranks_as_the_float32_product(
-    simd: bool, monkeypatch: pytest.MonkeyPatch
+    first_pass: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not simd:
+    if first_pass == "numpy":
         monkeypatch.setattr(vm, "_simd", None)
     elif vm._simd is None:
         pytest.skip("simsimd is not installed")
+    elif first_pass == "simd-two-threads":
+        monkeypatch.setattr(vm, "_TWO_THREADS_AT", 1000)
     codes, scales, docs, centres = _corpus(6000)
     m = vm.VectorMatrix()
     ids = np.arange(1, len(docs) + 1) * 3

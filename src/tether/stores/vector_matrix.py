@@ -21,6 +21,7 @@ in step; it does no I/O.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 
 #: Vectors scored per block by the numpy first pass (a 16k x 384 float32 block is 25 MB).
 _BLOCK = 16_384
+#: Vectors from which the SIMD first pass splits over two threads (below, one is faster:
+#: 2M vectors take 62 ms on one core, 40 ms on two; benchmarks/RESULTS.md).
+_TWO_THREADS_AT = 262_144
 #: Masked rows, as a share of the matrix, that make ``_squeeze`` compact it.
 _SQUEEZE_AT = 0.25
 
@@ -246,7 +250,10 @@ def _dots(codes: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArray[
     if not len(codes):
         return np.zeros(0, dtype=np.float32)
     if _simd is not None:
-        out = np.asarray(_simd.cdist(q8[None, :], codes, metric="dot", dtype="int8"))
+        threads = 2 if len(codes) >= _TWO_THREADS_AT and (os.cpu_count() or 1) > 1 else 1
+        out = np.asarray(
+            _simd.cdist(q8[None, :], codes, metric="dot", dtype="int8", threads=threads)
+        )
         return out.reshape(-1).astype(np.float32)
     qf = q8.astype(np.float32)
     out32 = np.empty(len(codes), dtype=np.float32)
