@@ -138,12 +138,18 @@ def _ranked(keys: list[tuple[str, int]]) -> list[ranking.Scored]:
     return ranking.fold(rows)
 
 
+def _near(keys: list[tuple[str, int]]) -> list[ranking.Scored]:
+    """A vector ranking: cosines falling from 0.9, best first."""
+    rows = [row(s, t, 0.9 - 0.05 * n, rid=100 + n) for n, (s, t) in enumerate(keys)]
+    return ranking.fold_best(rows)
+
+
 @given(_keys, _keys)
 @settings(max_examples=200)
-def test_rrf_keeps_every_turn_once_and_agreement_wins(
+def test_blend_keeps_every_turn_once_and_agreement_wins(
     lexical: list[tuple[str, int]], vector: list[tuple[str, int]]
 ) -> None:
-    fused = ranking.rrf(_ranked(lexical), _ranked(vector))
+    fused = ranking.blend(_ranked(lexical), _near(vector))
     keys = [s.key for s in fused]
     assert sorted(keys) == sorted(set(lexical) | set(vector))
     assert [s.score for s in fused] == sorted((s.score for s in fused), reverse=True)
@@ -152,19 +158,45 @@ def test_rrf_keeps_every_turn_once_and_agreement_wins(
 
 
 @given(_keys)
-def test_rrf_with_no_vector_ranking_keeps_the_lexical_order(lexical: list[tuple[str, int]]) -> None:
+def test_blend_with_no_vector_ranking_keeps_the_lexical_order(
+    lexical: list[tuple[str, int]],
+) -> None:
     ranked = _ranked(lexical)
-    assert [s.key for s in ranking.rrf(ranked, [])] == [s.key for s in ranked]
+    assert [s.key for s in ranking.blend(ranked, [])] == [s.key for s in ranked]
+
+
+def test_blend_weighs_normalised_scores() -> None:
+    # lexical 10 / 9.9 / 0.1 normalise to 1 / 0.99 / 0; cosines 0.8 / 0.3 to 0.78 / 0.22
+    lexical = ranking.fold(
+        [row("s", 1, 10.0, rid=1), row("s", 2, 9.9, rid=2), row("s", 3, 0.1, rid=3)]
+    )
+    vector = ranking.fold_best([row("s", 3, 0.8, rid=4), row("s", 2, 0.3, rid=5)])
+    fused = ranking.blend(lexical, vector, share=0.6, floor=0.1)
+    # s2: 0.4 x 0.99 + 0.6 x 0.22; s3: 0.6 x 0.78 (a near row beats a lexical-only
+    # lead); s1: 0.4 x 1
+    assert [s.key for s in fused] == [("s", 2), ("s", 3), ("s", 1)]
+    assert [round(s.score, 3) for s in fused] == [0.529, 0.467, 0.4]
+    lexical_only = ranking.blend(lexical, vector, share=0.0, floor=0.1)
+    assert [s.key for s in lexical_only] == [("s", 1), ("s", 2), ("s", 3)]
+
+
+def test_a_row_at_the_cosine_floor_adds_nothing() -> None:
+    lexical = ranking.fold([row("s", 1, 2.0, rid=1), row("s", 2, 1.0, rid=2)])
+    far = ranking.fold_best([row("s", 2, ranking.COSINE_FLOOR, rid=3)])
+    fused = ranking.blend(lexical, far)
+    assert [s.key for s in fused] == [("s", 1), ("s", 2)]
+    assert fused[1].score == 0.0  # the lexical last normalises to 0, the far row adds 0
 
 
 @given(_keys, _keys)
-def test_rrf_sessions_ranks_each_session_once(
+def test_blend_sessions_ranks_each_session_once(
     lexical: list[tuple[str, int]], vector: list[tuple[str, int]]
 ) -> None:
     a = ranking.by_session(_ranked(lexical))
-    b = ranking.by_session(_ranked(vector))
-    fused = ranking.rrf_sessions(a, b)
+    b = ranking.by_session(_near(vector), ranking.VECTOR_SESSION_REST)
+    fused = ranking.blend_sessions(a, b)
     assert sorted(s.session for s in fused) == sorted({s for s, _ in lexical + vector})
+    assert [s.score for s in fused] == sorted((s.score for s in fused), reverse=True)
     for s in fused:
         assert len({t.key for t in s.turns}) == len(s.turns)
 

@@ -24,6 +24,7 @@ from tether.home import init_home
 from tether.records import JournalEntry
 from tether.stores import postgres_schema
 from tether.stores.postgres import PostgresStore
+from tether.stores.postgres_conn import PgPool
 from tether.stores.postgres_sweep import PostgresSweepStore
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -106,6 +107,54 @@ def test_two_owners_in_one_database_never_see_each_others_memory(
         assert tx.active_facts() == []
 
 
+def test_owners_on_one_shared_pool_never_see_each_others_rows(pg_url: str) -> None:
+    # A sweep worker's stores share one pool: here one connection, so every owner's
+    # transaction runs on the connection the other's just used.
+    a_owner, b_owner = pg_helpers.new_owner("a"), pg_helpers.new_owner("b")
+    with PgPool(pg_url, max_size=1) as pool:
+        a, b = PostgresStore(pg_url, a_owner, pool=pool), PostgresStore(pg_url, b_owner, pool=pool)
+        a_sweep = PostgresSweepStore(pg_url, a_owner, pool=pool)
+        b_sweep = PostgresSweepStore(pg_url, b_owner, pool=pool)
+        a.add_note("the kayak is kept in the blue shed", untrusted=False, session=None, time=T0)
+        b.add_note("bob keeps bees behind the garage", untrusted=False, session=None, time=T0)
+        with a_sweep.transaction() as tx:
+            tx.put_owner(Owner(id="o1", timezone_name="UTC", first_date=T0.date(), created_at=T0))
+
+        def broken() -> None:
+            with b_sweep.transaction() as tx:
+                tx.put_owner(
+                    Owner(id="o2", timezone_name="UTC", first_date=T0.date(), created_at=T0)
+                )
+                raise RuntimeError("cut short")
+
+        with pytest.raises(RuntimeError):
+            broken()  # rolled back: its path went with it
+        assert [h.text for h in a.search(words("kayak"), 5)] == [
+            "the kayak is kept in the blue shed"
+        ]
+        assert a.search(words("bees"), 5) == []
+        assert b.search(words("kayak"), 5) == []
+        assert [n.text for n in b.notes()] == ["bob keeps bees behind the garage"]
+        with a_sweep.transaction(write=False) as tx:
+            assert [o.id for o in tx.owners()] == ["o1"]
+        with b_sweep.transaction(write=False) as tx:
+            assert tx.owners() == []
+        # Outside a store's transaction the shared connection names no schema at all.
+        with pool.pool.connection() as conn, pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("SELECT count(*) FROM note")
+        # A connection the server cut is replaced and the retry sets the path again.
+        _kill_others(pg_url, a_owner)
+        b.add_note("a second note", untrusted=False, session=None, time=T0)
+        assert sorted(n.text for n in b.notes()) == [
+            "a second note",
+            "bob keeps bees behind the garage",
+        ]
+        assert [n.text for n in a.notes()] == ["the kayak is kept in the blue shed"]
+        for store in (a, b, a_sweep, b_sweep):
+            store.close()
+        assert pool.stats()["pool_max"] == 1
+
+
 def test_migrate_is_idempotent_and_two_at_once_are_safe(tmp_path: Path, pg_url: str) -> None:
     home = pg_home(tmp_path, "h", pg_url, pg_helpers.new_owner())
     procs = [spawn(home, "store", "migrate", "--json") for _ in range(2)]
@@ -139,7 +188,9 @@ def test_a_schema_newer_than_this_tether_is_refused_untouched(tmp_path: Path, pg
     with psycopg.connect(pg_url, autocommit=True) as conn:
         row = conn.execute(f'SELECT count(*) FROM "tether_{owner}".note').fetchone()
         assert row == (1,)
-        conn.execute(f'UPDATE "tether_{owner}".schema_version SET version = 1')
+        conn.execute(
+            f'UPDATE "tether_{owner}".schema_version SET version = {postgres_schema.KNOWN}'
+        )
 
 
 def _kill_others(url: str, owner: str) -> None:

@@ -4,12 +4,17 @@ owner-days, each swept exactly once, and a worker killed mid-day is taken over."
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
+import psycopg
 import pytest
 
 import pg_helpers
 from bench_helpers import load_benchmark
 from daemon_helpers import spawn, tether
+from tether.daemon.fleet import WORKER_POOL, application_name
+from tether.stores.postgres_conn import PgPool
 from tether.stores.postgres_sweep import PostgresSweepStore
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -66,9 +71,8 @@ def check_exactly_once(url: str, tenant: str, owners: int) -> None:
 
 @pytest.mark.parametrize("workers", [2, 4])
 def test_worker_processes_sweep_every_owner_day_exactly_once(pg_url: str, workers: int) -> None:
-    # A database of its own: a worker opens a pool per owner schema it finds, and the
-    # run's shared database holds every other test's schema (the server's connection
-    # limit would be the test's subject instead).
+    # A database of its own: the run's shared database holds every other test's schema,
+    # and each worker would offer and sweep those owners' days too.
     with pg_helpers.fresh_database() as url:
         _sweep_with_workers(url, workers)
 
@@ -116,7 +120,57 @@ def _take_over(pg_url: str) -> None:
     check_exactly_once(pg_url, tenant, 20)
 
 
+def test_a_worker_holds_one_pool_however_many_owner_schemas_it_sweeps(pg_url: str) -> None:
+    with pg_helpers.fresh_database() as url:
+        _many_schemas(url, schemas=40, owners=3)
+
+
+def _many_schemas(url: str, *, schemas: int, owners: int) -> None:
+    tenants = [pg_helpers.new_owner("m") for _ in range(schemas)]
+    with PgPool(url, max_size=2) as pool:
+        for tenant in tenants:
+            with PostgresSweepStore(url, tenant, pool=pool) as store:
+                BENCH.seed(store, owners)
+    proc = spawn(None, "sweep", "worker", "--once", "--url", url, "--json",
+                 env={"TETHER_TEST_NOW": NOW})  # fmt: skip
+    name = application_name(proc.pid)
+    seen: list[int] = []
+    with psycopg.connect(url, autocommit=True) as watch:
+        while proc.poll() is None:
+            row = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchone()
+            assert row is not None
+            seen.append(int(row[0]))
+            time.sleep(0.02)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["outcomes"] == {"complete": schemas * owners}, report
+    # Never more connections than the one pool's bound, with 40 schemas (a pool per
+    # schema held 40 or more).
+    assert max(seen) >= 1  # the watch saw the worker's connections
+    assert max(seen) <= WORKER_POOL, max(seen)
+    assert report["pool_max"] == WORKER_POOL
+    assert 1 <= report["connections_opened"] <= WORKER_POOL
+    for tenant in tenants:
+        check_exactly_once(url, tenant, owners)
+
+
 def test_a_worker_needs_a_postgresql_url() -> None:
     out = tether(None, "sweep", "worker", "--once", "--url", "sqlite:///x.db")
     assert out.returncode == 2
     assert "needs a PostgreSQL store" in out.stderr
+
+
+def test_a_worker_config_that_cannot_be_read_exits_2_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "worker.toml"
+    bad.write_text("[llm]\nurl = 3\n")
+    for path in (bad, tmp_path / "missing.toml"):
+        out = tether(
+            None, "sweep", "worker", "--once", "--url", "postgresql://x@127.0.0.1:1/x",
+            "--config", str(path),
+        )  # fmt: skip
+        assert out.returncode == 2, out.stderr
+        assert str(path) in out.stderr
+        assert "Traceback" not in out.stderr

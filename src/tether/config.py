@@ -370,7 +370,11 @@ def _job_key(raw: dict[str, object], key: str | None) -> str | None:
 
 def load_config(home: Path) -> Config:
     """Read ``<home>/tether.toml``; a missing file is an error pointing at ``tether init``."""
-    path = home / CONFIG_FILE
+    return load_config_file(home / CONFIG_FILE)
+
+
+def load_config_file(path: Path) -> Config:
+    """Read a ``tether.toml`` at ``path`` (a home's, or one a sweep worker is given)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

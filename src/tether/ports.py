@@ -9,6 +9,8 @@ typed, never dicts, and live in ``tether.records`` (memory, inference) or ``teth
   mirror and the memory scan need of it goes through methods here too.
 - ``Llm``: an inference backend (llama-server, the embedded model).
 - ``Producer``: what gives the sweep a day's packet.
+- ``ModelStages``: the model pass's at-most-once record of each owner-day's invocation
+  (the home's stage files, or a table in the store for a sweep worker).
 - ``Embedder`` / ``VectorIndex``: sentence vectors for recall (the extra tether[vectors]):
   the model that makes them, and where they are kept and searched.
 
@@ -410,6 +412,33 @@ class Producer(Protocol):
     """Gives the sweep a day's packet, or says why the day is not ready."""
 
     def produce(self, owner: _sweep.Owner, window: Window) -> DailySweepInput | Incomplete: ...
+
+
+class ModelStages(Protocol):
+    """Where the sweep's model pass keeps each owner-day's invocation record, so that no
+    day's model is ever called twice (``sweep.stage`` encodes and reads the records): the
+    home's stage files (``sweep.stage.FileStages``), or the store's ``sweep_model_stage``
+    (``stores.postgres_sweep_stage``), where a sweep worker with no home keeps them."""
+
+    def load(self, owner: str, local_date: date) -> bytes | None:
+        """The day's record as written (a file's lines, the last complete one saying where
+        the invocation is; a table's one record); None: no invocation yet. Raises
+        OSError when a file cannot be read."""
+        ...
+
+    def mark(self, owner: str, local_date: date, record: bytes) -> bool:
+        """The ``invoked`` record, durably (fsynced, or committed) before the invocation's
+        first model request; False, with nothing written, when the day has a record
+        already (another runner owns its invocation)."""
+        ...
+
+    def settle(self, owner: str, local_date: date, state: str, record: bytes) -> None:
+        """The invocation's outcome (``staged`` or ``failed``), after it."""
+        ...
+
+    def drop(self, owner: str, local_date: date) -> None:
+        """Forget the day's record: its invocation never reached the model."""
+        ...
 
 
 class Embedder(Protocol):

@@ -21,6 +21,7 @@ import click
 import msgspec
 
 from tether.cli.context import Context, echo_change, echo_json, pass_ctx, utc_stamp
+from tether.config import CONFIG_FILE, Config, load_config_file
 from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
@@ -193,44 +194,37 @@ def _print_report(report: Any) -> None:
     help="Seconds a claimed owner-day is this worker's before another may take it over.",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option(
+    "--config", "config_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    metavar="FILE", help="A tether.toml for [llm] and [sweep] (default: the home's, if any).",
+)  # fmt: skip
 @pass_ctx
-def worker_cmd(ctx: Context, once: bool, url: str | None, lease_s: float, as_json: bool) -> None:
+def worker_cmd(
+    ctx: Context,
+    *,
+    once: bool,
+    url: str | None,
+    lease_s: float,
+    as_json: bool,
+    config_file: Path | None,
+) -> None:
     """Sweep the owner-days of every owner in a shared PostgreSQL store, beside other
     workers (each day claimed by one, taken over after its lease if that one dies)."""
     import socket
     import uuid
     from datetime import timedelta
 
-    from tether.daemon.compose import worker_runner
-    from tether.stores import postgres_conn
-    from tether.stores.postgres_sweep import PostgresSweepStore
-    from tether.sweep.worker import work
+    from tether.daemon.fleet import run_worker
 
+    config = _worker_config(ctx, config_file, url_given=url is not None)
     if url is None:
-        url = ctx.config().store.url
+        url = config.store.url
     if not url.startswith(("postgresql://", "postgres://")):
         raise BadInputError("the sweep worker needs a PostgreSQL store: --url postgresql://...")
     claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    opened: dict[str, PostgresSweepStore] = {}
-
-    def stores() -> dict[str, Any]:
-        for owner in postgres_conn.owner_schemas(url):
-            if owner not in opened:
-                opened[owner] = PostgresSweepStore(url, owner)
-        return dict(opened)
-
-    try:
-        report = work(
-            stores,
-            lambda store, config, lease: worker_runner(store, config, lease, claimant),
-            claimant=claimant,
-            now=now,
-            once=once,
-            lease=timedelta(seconds=lease_s),
-        )
-    finally:
-        for store in opened.values():
-            store.close()
+    report = run_worker(
+        url, config, claimant=claimant, now=now, once=once, lease=timedelta(seconds=lease_s)
+    )
     if as_json:
         echo_json(msgspec.to_builtins(report))
     else:
@@ -238,6 +232,17 @@ def worker_cmd(ctx: Context, once: bool, url: str | None, lease_s: float, as_jso
         click.echo(
             f"claimed {report.claimed} owner-days ({outcomes}); taken over {report.taken_over}"
         )
+
+
+def _worker_config(ctx: Context, path: Path | None, *, url_given: bool) -> Config:
+    """The worker's config: ``--config FILE``; else the home's (which must exist when it
+    is also where the store's url comes from); else, with ``--url`` and no home, the
+    defaults."""
+    if path is not None:
+        return load_config_file(path)
+    if not url_given or (ctx.home / CONFIG_FILE).is_file():
+        return ctx.config()
+    return Config()
 
 
 @sweep_group.command("status")

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import anyio.from_thread
 import httpx
+import msgspec
 
 from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
 from tether.agent.budget import BudgetGate
@@ -41,6 +42,7 @@ from tether.sweep.model import Call, ModelProducer
 from tether.sweep.onboarding import OnboardingProducer
 from tether.sweep.producer import StagingPacketReader
 from tether.sweep.runner import Runner, RunReport, members
+from tether.sweep.stage import FileStages
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
 from tether.tools.box import ToolBox
 
@@ -218,7 +220,7 @@ def sweep_runner(
                 allow=allow,
             )
             producer = ModelProducer(
-                home=home,
+                stages=FileStages(home),
                 store=main,
                 call=call,
                 extractor=Extractor(llm, slot=config.slots.background),
@@ -242,16 +244,22 @@ def sweep_runner(
 
 
 def worker_runner(
-    store: SweepStore, config: SweepConfig, lease: timedelta, claimant: str
+    store: SweepStore,
+    config: SweepConfig,
+    lease: timedelta,
+    claimant: str,
+    producer: Producer | None = None,
 ) -> Runner:
-    """A sweep worker's runner over one owner's store: days from their staged packets
-    only (``sweep.worker.NotStaged``), the day's receipts leased as long as its claim."""
+    """A sweep worker's runner over one owner's store (``daemon.fleet``): days from their
+    staged packets, and the rest from ``producer`` (none: ``sweep.worker.NotStaged``); the
+    sweep open whatever ``[sweep] enabled`` says (running a worker is the choice; the
+    kill switch still stops it), the day's receipts leased as long as its claim."""
     from tether.sweep.worker import NotStaged
 
     return Runner(
         store,
-        NotStaged(),
-        config=config,
+        producer or NotStaged(),
+        config=msgspec.structs.replace(config, enabled=True),
         cohort=members(config.cohort),
         claimant=claimant,
         lease=lease,

@@ -19,10 +19,11 @@ aggregated by ``core.ranking.by_session``, with the assistant's side of the conv
 weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
-fuse its nearest rows with the lexical ranking by reciprocal rank (``ranking.rrf``):
-turns for ``recall``; for ``recall_sessions``, each ranking aggregated per session first,
-then the sessions fused (``ranking.rrf_sessions``). The period boost applies to both
-rankings. The API and what is returned are the same with and without vectors.
+fuse its nearest rows with the lexical ranking by a blend of their normalised scores
+(``ranking.blend``): turns for ``recall``; for ``recall_sessions``, each ranking
+aggregated per session first, then the sessions blended (``ranking.blend_sessions``).
+The period boost applies to both rankings. The API and what is returned are the same
+with and without vectors.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def recall(
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
     near = _fused(vectors, text, q, only=refs)
     if near is not None:
-        turns = ranking.rrf(turns, near)
+        turns = ranking.blend(turns, near)
     hits = [_hit(t) for t in turns[:k]]
     store.record_recalls([h.ref for h in hits], time)
     return hits
@@ -215,10 +216,10 @@ def recall_sessions(
     sessions = ranking.by_session(turns, ranking.SESSION_REST)
     near = _fused(vectors, text, q, pool=SESSION_TURNS * FANOUT)
     if near is not None and SESSION_FUSION == "turns":
-        sessions = ranking.by_session(ranking.rrf(turns, near), ranking.SESSION_REST)
+        sessions = ranking.by_session(ranking.blend(turns, near), ranking.SESSION_REST)
     elif near is not None:
         ranked = ranking.by_session(near, ranking.VECTOR_SESSION_REST)
-        sessions = ranking.rrf_sessions(sessions, ranked)
+        sessions = ranking.blend_sessions(sessions, ranked)
     sessions = sessions[:k]
     out = [
         SessionHit(session=s.session, score=s.score, turns=tuple(_hit(t) for t in s.turns))

@@ -1,5 +1,5 @@
 """Vector recall beside the lexical one: the question embedded once, its nearest rows,
-and the two rankings fused (``core.ranking.rrf``). What ``recall`` and
+and the two rankings fused (``core.ranking.blend``). What ``recall`` and
 ``recall_sessions`` run when they are handed a ``Vectors``; without one they are lexical.
 
 - ``Vectors``: an ``Embedder`` and a ``VectorIndex`` (the composition root builds them:

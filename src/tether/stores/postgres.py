@@ -40,7 +40,7 @@ from tether.records import (
 from tether.stores import postgres_cells as cells
 from tether.stores import postgres_search as search
 from tether.stores import postgres_text as text
-from tether.stores.postgres_conn import PgStore
+from tether.stores.postgres_conn import PgPool, PgStore
 from tether.stores.postgres_days import PostgresDays
 from tether.stores.sqlite_file import from_iso, iso, utc
 from tether.stores.sqlite_search import EPOCH, MICRO
@@ -110,8 +110,10 @@ class PostgresStore(PostgresDays):
     """``tether.ports.Store`` in one owner's schema of a PostgreSQL database. Safe to use
     from several threads (a pool of connections); close it when done."""
 
-    def __init__(self, url: str, owner: str, *, migrate: bool = True) -> None:
-        self.pg = PgStore(url, owner, migrate=migrate)
+    def __init__(
+        self, url: str, owner: str, *, migrate: bool = True, pool: PgPool | None = None
+    ) -> None:
+        self.pg = PgStore(url, owner, migrate=migrate, pool=pool)
         self.path = self.pg.where  # what messages name (the URL without its password)
 
     def close(self) -> None:

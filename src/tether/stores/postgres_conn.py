@@ -4,8 +4,14 @@ the one rule for errors and retries.
 Tenancy: every owner (``[store] owner``) has its own schema, ``tether_<owner>``, in the
 one database, and every connection a store takes has ``search_path`` set to it alone, so
 no statement of one owner's store can read or write another's rows (there is no owner
-column to forget in a WHERE clause). A sweep worker, which serves every owner, opens a
-store per owner it finds (``owner_schemas``).
+column to forget in a WHERE clause). A daemon's store (one owner) has a pool of its own
+whose connections are set to the owner's schema once, when made. A sweep worker, which
+serves every owner it finds (``PgPool.owner_schemas``), holds one pool (``PgPool``) for
+all of them, so its connections do not grow with the owners: those connections' own
+``search_path`` names no schema at all, and every transaction of an owner's store on it
+begins with ``SET LOCAL search_path`` to that owner's schema, which ends with the
+transaction (commit or rollback), so no statement can run under another owner's path or
+find a table outside one.
 
 Retries: an operation of the main store is a function run inside one transaction; when
 the server reports a serialization failure or a deadlock, or the connection is found
@@ -35,6 +41,7 @@ from tether.stores import postgres_schema as schema
 T = TypeVar("T")
 ATTEMPTS = 5
 SCHEMA_PREFIX = "tether_"
+_READ_ONLY = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _RETRY = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
 
@@ -54,13 +61,13 @@ def schema_of(owner: str) -> str:
     return SCHEMA_PREFIX + owner
 
 
+_OWNER_SCHEMAS = "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s) ORDER BY 1"
+
+
 def owner_schemas(url: str) -> list[str]:
     """The owners with a schema in the database at ``url``, sorted."""
     with connect(url) as conn:
-        rows = conn.execute(
-            "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s) ORDER BY 1",
-            (SCHEMA_PREFIX,),
-        ).fetchall()
+        rows = conn.execute(_OWNER_SCHEMAS, (SCHEMA_PREFIX,)).fetchall()
     return [r[0].removeprefix(SCHEMA_PREFIX) for r in rows]
 
 
@@ -81,39 +88,119 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-class PgStore:
-    """A pool of connections to one owner's schema, migrated on open (``migrate``)."""
+def _open_pool(
+    url: str,
+    max_size: int,
+    configure: Callable[[psycopg.Connection[Any]], None],
+    application_name: str | None = None,
+) -> ConnectionPool[psycopg.Connection[Any]]:
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 10}
+    if application_name is not None:
+        kwargs["application_name"] = application_name
+    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        kwargs=kwargs,
+        configure=configure,
+        check=ConnectionPool.check_connection,
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=15)
+    except Exception as exc:
+        pool.close()
+        raise StoreError(redacted(url), f"cannot connect: {_first_line(exc)}") from None
+    return pool
 
-    def __init__(self, url: str, owner: str, *, migrate: bool = True, max_size: int = 4) -> None:
+
+def _no_schema(conn: psycopg.Connection[Any]) -> None:
+    """A shared connection's own path: no schema (a table outside a transaction's
+    ``SET LOCAL search_path`` is not found)."""
+    conn.execute("SET search_path TO ''")
+
+
+class PgPool:
+    """One pool of connections to a database, shared by the stores of many owners (a
+    sweep worker's): at most ``max_size`` connections, however many owners. Each store on
+    it sets its schema inside every transaction (``PgStore``, ``pool=``). Close it after
+    the stores."""
+
+    def __init__(self, url: str, *, max_size: int = 4, application_name: str | None = None):
+        self.url = url
+        self.where = redacted(url)
+        self.max_size = max_size
+        self.pool = _open_pool(url, max_size, _no_schema, application_name)
+
+    def owner_schemas(self) -> list[str]:
+        """The owners with a schema in the database, sorted."""
+        try:
+            with self.pool.connection() as conn:
+                rows = conn.execute(_OWNER_SCHEMAS, (SCHEMA_PREFIX,)).fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(self.where, f"listing the owners: {_first_line(exc)}") from None
+        return [r[0].removeprefix(SCHEMA_PREFIX) for r in rows]
+
+    def stats(self) -> dict[str, int]:
+        """The pool's counters (``psycopg_pool``): ``pool_max``, ``pool_size``, ..."""
+        return dict(self.pool.get_stats())
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> PgPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PgStore:
+    """Connections to one owner's schema, migrated on open (``migrate``): a pool of its
+    own (``max_size``), or a ``PgPool`` shared with other owners' stores (``pool``)."""
+
+    def __init__(
+        self,
+        url: str,
+        owner: str,
+        *,
+        migrate: bool = True,
+        max_size: int = 4,
+        pool: PgPool | None = None,
+    ) -> None:
         self.url = url
         self.where = redacted(url)
         self.owner = owner
         self.schema = schema_of(owner)
         self._closed = False
         self._lock = threading.Lock()
+        self._shared = pool is not None
+        ident = sql.Identifier(self.schema)
+        #: What opens each transaction: on a shared pool, the owner's path with it.
+        self._begin = {
+            write: sql.SQL("{}; SET LOCAL search_path TO {}").format(sql.SQL(b), ident)
+            if self._shared
+            else sql.SQL(b)
+            for write, b in ((True, "BEGIN"), (False, _READ_ONLY))
+        }
+        if pool is not None:
+            with pool.pool.connection() as conn:
+                self._migrate(conn, migrate)
+            self.pool = pool.pool
+            return
         with connect(url) as conn:
-            with self._errors("migrating the schema"):
-                if migrate:
-                    schema.migrate(conn, self.schema, self.where)
-                self.level = schema.version(conn, self.schema)
-            if self.level > schema.KNOWN:
-                from tether.errors import StoreVersionError
+            self._migrate(conn, migrate)
+        self.pool = _open_pool(url, max_size, self._configure)
 
-                raise StoreVersionError(self.where, self.level, schema.KNOWN)
-        self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max_size,
-            kwargs={"autocommit": True, "connect_timeout": 10},
-            configure=self._configure,
-            check=ConnectionPool.check_connection,
-            open=False,
-        )
-        try:
-            self.pool.open(wait=True, timeout=15)
-        except Exception as exc:
-            self.pool.close()
-            raise StoreError(self.where, f"cannot connect: {_first_line(exc)}") from None
+    def _migrate(self, conn: psycopg.Connection[Any], migrate: bool) -> None:
+        with self._errors("migrating the schema"):
+            if migrate:
+                schema.migrate(conn, self.schema, self.where)
+            self.level = schema.version(conn, self.schema)
+        if self.level > schema.KNOWN:
+            from tether.errors import StoreVersionError
+
+            raise StoreVersionError(self.where, self.level, schema.KNOWN)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
@@ -176,7 +263,7 @@ class PgStore:
         hold: str | None,
     ) -> T:
         try:
-            conn.execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            conn.execute(self._begin[write])
             if hold is not None:
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (hold,))
             result = work(conn)
@@ -206,9 +293,7 @@ class PgStore:
         self._check_open()
         with self.pool.connection() as conn:
             try:
-                conn.execute(
-                    "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-                )
+                conn.execute(self._begin[write])
             except psycopg.Error as exc:
                 raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
             try:
@@ -240,9 +325,11 @@ class PgStore:
         return str(row[0]) if row else "unknown"
 
     def close(self) -> None:
+        """Close the store (its own pool; a shared one stays open for the others)."""
         if not self._closed:
             self._closed = True
-            self.pool.close()
+            if not self._shared:
+                self.pool.close()
 
     def __enter__(self) -> Any:
         return self

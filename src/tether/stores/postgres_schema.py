@@ -27,7 +27,7 @@ from typing import Any
 from psycopg import Connection, sql
 
 from tether.errors import StoreVersionError
-from tether.stores.postgres_sweep_schema import SWEEP_COUNTER, SWEEP_TABLES
+from tether.stores.postgres_sweep_schema import SWEEP_COUNTER, SWEEP_MODEL_STAGE, SWEEP_TABLES
 
 #: How many times a term's tokens occur in a row's vector (a phrase: as a run; the last
 #: token a prefix when ``pre``): the term frequency bm25 needs, as FTS5 counts it.
@@ -219,7 +219,8 @@ MIGRATIONS: tuple[str, ...] = (
     + SWEEP_TABLES
     + SWEEP_COUNTER
     + _TF,
-    # 2: sentence vectors (``_VECTORS``).
+    SWEEP_MODEL_STAGE,
+    # 3: sentence vectors (``_VECTORS``).
     _VECTORS,
 )
 

@@ -34,8 +34,9 @@ from tether.core.sweep.state import (
 )
 from tether.records import TextCell
 from tether.stores import postgres_sweep_cells as cells
-from tether.stores.postgres_conn import PgStore
+from tether.stores.postgres_conn import PgPool, PgStore
 from tether.stores.postgres_sweep_claims import PostgresClaims
+from tether.stores.postgres_sweep_stage import PostgresModelStages
 from tether.stores.sqlite_file import from_iso, iso
 from tether.stores.sqlite_sweep_cells import active_facts_sql
 from tether.stores.sqlite_sweep_schema import (
@@ -119,6 +120,7 @@ class PostgresSweepTx:
             "sweep_receipt",
             "sweep_cursor",
             "sweep_stage",
+            "sweep_model_stage",
         ):
             deleted += self._c.execute(
                 f"DELETE FROM {table} WHERE owner = %s", (owner_id,)
@@ -394,8 +396,10 @@ class PostgresSweepStore:
     """``tether.ports.SweepStore`` (and ``ClaimingStore``) in one owner's schema of a
     PostgreSQL database."""
 
-    def __init__(self, url: str, owner: str, *, migrate: bool = True) -> None:
-        self.pg = PgStore(url, owner, migrate=migrate)
+    def __init__(
+        self, url: str, owner: str, *, migrate: bool = True, pool: PgPool | None = None
+    ) -> None:
+        self.pg = PgStore(url, owner, migrate=migrate, pool=pool)
         self.path = self.pg.where
 
     def close(self) -> None:
@@ -434,6 +438,10 @@ class PostgresSweepStore:
         with self.transaction() as tx:
             made = cells.rewrite_cells(tx._c, edits)
         return made, False
+
+    def model_stages(self) -> PostgresModelStages:
+        """The model pass's stage in this owner's schema (a sweep worker's)."""
+        return PostgresModelStages(self.pg)
 
     def claims(self) -> PostgresClaims:
         """The owner-day claims of sweep workers, in this owner's schema."""

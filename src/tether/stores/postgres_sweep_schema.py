@@ -126,3 +126,17 @@ CREATE TRIGGER sweep_fact_bump AFTER INSERT OR UPDATE OR DELETE ON sweep_fact
 CREATE TRIGGER sweep_owner_bump AFTER INSERT OR UPDATE OR DELETE ON sweep_owner
   FOR EACH ROW EXECUTE FUNCTION sweep_bump('id');
 """
+
+#: The model pass's stage for days a sweep worker invokes the model for (migration 2):
+#: the at-most-once record of each owner-day's invocation (``sweep.stage``'s records).
+SWEEP_MODEL_STAGE = """
+    CREATE TABLE sweep_model_stage (
+        owner TEXT NOT NULL,
+        local_date TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('invoked', 'staged', 'failed')),
+        record BYTEA NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (owner, local_date)
+    );
+"""

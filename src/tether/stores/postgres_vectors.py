@@ -7,10 +7,11 @@ tagged with its model (``vec_model``); triggers drop a row's vectors when the ro
 deleted or its text changes, and count it in ``stat.vec_gone``.
 
 Search, portable (every server): as on SQLite, every vector of the model is held in
-memory as one float32 matrix (``_Matrix``), loaded on the first search and topped up from
-the vectors added since (by ``doc_vec.id``); a change of ``vec_gone`` or of the model
-reloads it. Writes of vectors take an advisory lock, so ids become visible in id order
-and a top-up never skips one committed late.
+memory (``vector_matrix.VectorMatrix``, shared with SQLite), loaded on the first search
+and topped up from the vectors added since (by ``doc_vec.id``); when ``vec_gone`` moves,
+the ids still there are read and the others masked; a model change reloads it. Writes
+of vectors take an advisory lock, so ids become visible in id order and a top-up never
+skips one committed late.
 
 Search with pgvector (a server whose ``vector`` extension is installed in the database,
 or available and creatable by this role, checked on open: ``pgvector_schema``): each
@@ -38,7 +39,8 @@ from tether.records import Found, VecSource, VectorCounts
 from tether.stores import postgres_schema as schema
 from tether.stores import postgres_search as search
 from tether.stores.postgres_conn import PgStore
-from tether.stores.sqlite_vectors import DTYPE, _decode, _encode
+from tether.stores.sqlite_vectors import DTYPE
+from tether.stores.vector_matrix import VectorMatrix, encode
 
 if TYPE_CHECKING:
     from tether.ports import Matrix
@@ -118,54 +120,6 @@ def vector_text(vec: Any) -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
 
 
-class _Matrix:
-    """The model's vectors in memory: one float32 matrix grown by doubling, and the doc
-    id of each row (the in-memory search, kept small so it can move to a shared module)."""
-
-    def __init__(self) -> None:
-        self.reset(None, -1)
-
-    def reset(self, model: str | None, gone: int) -> None:
-        self.model, self.gone = model, gone
-        self.matrix = np.zeros((0, 0), dtype=np.float32)
-        self.docs = np.zeros(0, dtype=np.int64)
-        self.rows = self.last = 0
-
-    def append(self, batch: Sequence[Sequence[Any]]) -> None:
-        """Rows of (doc_vec.id, doc, dtype, scale, vec)."""
-        vectors = np.stack([_decode(r[2], r[3], bytes(r[4])) for r in batch])
-        need = self.rows + len(batch)
-        if self.matrix.shape[0] < need or self.matrix.shape[1] != vectors.shape[1]:
-            size = max(need, 2 * self.matrix.shape[0], 1024)
-            grown = np.zeros((size, vectors.shape[1]), dtype=np.float32)
-            docs = np.zeros(size, dtype=np.int64)
-            if self.rows:
-                grown[: self.rows] = self.matrix[: self.rows]
-                docs[: self.rows] = self.docs[: self.rows]
-            self.matrix, self.docs = grown, docs
-        self.matrix[self.rows : need] = vectors
-        self.docs[self.rows : need] = [int(r[1]) for r in batch]
-        self.rows = need
-        self.last = int(batch[-1][0])
-
-    def best(self, query: Matrix, k: int, among: Sequence[int] | None) -> dict[int, float]:
-        """Up to ``k`` doc ids by their best part's cosine, best first."""
-        matrix, docs = self.matrix[: self.rows], self.docs[: self.rows]
-        if among is not None:
-            keep = np.isin(docs, np.array(among, dtype=np.int64))
-            matrix, docs = matrix[keep], docs[keep]
-        if not len(docs):
-            return {}
-        scores = matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
-        want = min(len(scores), k * 3)
-        top = np.argpartition(-scores, want - 1)[:want]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        best: dict[int, float] = {}
-        for i in top:
-            best.setdefault(int(docs[i]), float(scores[i]))
-        return dict(list(best.items())[:k])
-
-
 class PostgresVectors:
     """``VectorIndex`` in one owner's schema (after ``PostgresStore`` migrated it)."""
 
@@ -183,7 +137,9 @@ class PostgresVectors:
             self.pg.close()
             raise
         self._cache = threading.Lock()
-        self._memory = _Matrix()
+        self._memory = VectorMatrix()  # the model's vectors (under ``_cache``)
+        self._model: str | None = None
+        self._gone = -1  # stat.vec_gone when last read
 
     def _find_ann(self, c: Conn) -> str | None:
         ext = pgvector_schema(c)
@@ -263,7 +219,7 @@ class PostgresVectors:
             ) as copy:
                 for doc, vectors in kept:
                     for part, vec in enumerate(vectors):
-                        copy.write_row((doc, part, mid, DTYPE, *_encode(vec)))
+                        copy.write_row((doc, part, mid, DTYPE, *encode(vec, DTYPE)))
             if ann:
                 with c.cursor().copy("COPY vec_ann (doc, part, model, vec) FROM STDIN") as copy:
                     for doc, vectors in kept:
@@ -320,7 +276,7 @@ class PostgresVectors:
             ]
         with self._cache:
             self._refresh(c, model, mid[0])
-            return self._memory.best(query, k, among)
+            return dict(self._memory.nearest(query, k, docs=among))
 
     def _best_ann(
         self, c: Conn, mid: int, query: Matrix, k: int, only: Sequence[str] | None
@@ -342,17 +298,32 @@ class PostgresVectors:
         search's snapshot)."""
         gone = _one(c, "SELECT value FROM stat WHERE name = 'vec_gone'", ())
         m = self._memory
-        if model != m.model or gone != m.gone:
-            m.reset(model, gone)
+        if model != self._model:
+            self._model, self._gone = model, gone
+            m.clear()
+        if gone != self._gone:  # rows went: keep the vectors still there
+            ids = np.fromiter(
+                (
+                    r[0]
+                    for r in c.execute(
+                        "SELECT id FROM doc_vec WHERE model = %s AND id <= %s",
+                        (mid, m.last),
+                    )
+                ),
+                dtype=np.int64,
+            )
+            m.keep_only(ids)
+            self._gone = gone
         while True:
             batch = c.execute(
+                # By id (the primary key), the model filtered, not through (model, doc).
                 "SELECT id, doc, dtype, scale, vec FROM doc_vec"
-                " WHERE model = %s AND id > %s ORDER BY id LIMIT %s",
-                (mid, m.last, _LOAD_BATCH),
+                " WHERE id > %s AND model + 0 = %s ORDER BY id LIMIT %s",
+                (m.last, mid, _LOAD_BATCH),
             ).fetchall()
             if not batch:
                 return
-            m.append(batch)
+            m.append_stored([(r[0], r[1], r[2], r[3], bytes(r[4])) for r in batch])
 
 
 def _one(c: Conn, query: str, params: Sequence[object]) -> int:

@@ -6,11 +6,11 @@ scale (a quarter of float32's size; cosine similarities move by about 0.002, too
 to reorder what recall keeps) or as float32. Triggers drop a row's vectors when the row
 is deleted or its text rewritten, and count it in ``stat.vec_gone``.
 
-Search is brute force: every vector of the model is held in memory as one float32 matrix
-(1.5 GB at a million rows), loaded on the first search and topped up on each from the
-vectors added since (by ``doc_vec.id``); a change of ``vec_gone`` (a row gone) or of the
-model reloads it whole. One matrix product and a partial sort beat an approximate index
-at this size on two cores (benchmarks/RESULTS.md), and need no extension in SQLite. The
+Search is brute force and exact over every vector of the model held in memory as int8
+(``vector_matrix.VectorMatrix``: 384 MB at a million rows), loaded on the first search
+and topped up on each from the vectors added since (by ``doc_vec.id``); a change of
+``vec_gone`` (a row gone) masks the vectors no longer in the table (their ids read, not
+the vectors); a change of model reloads. No extension in SQLite, no index to build. The
 layout is portable (PostgreSQL can hold the same table, or pgvector where the server has
 it) behind the port.
 
@@ -26,7 +26,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -36,6 +36,7 @@ from tether.records import Found, VecSource, VectorCounts
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import MIGRATIONS
 from tether.stores.sqlite_file import SqliteFile, begun
+from tether.stores.vector_matrix import VectorMatrix, encode
 
 if TYPE_CHECKING:
     from tether.ports import Matrix
@@ -55,11 +56,8 @@ class SqliteVectors(SqliteFile):
 
     def __init__(self, path: Path | str) -> None:
         self._model: str | None = None
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._docs = np.zeros(0, dtype=np.int64)
-        self._rows = 0  # rows of _matrix in use (it grows by doubling)
-        self._last = 0  # highest doc_vec.id loaded
-        self._gone = -1  # stat.vec_gone when loaded
+        self._matrix = VectorMatrix()
+        self._gone = -1  # stat.vec_gone when the matrix was last checked
         self._cache = threading.Lock()
         super().__init__(path)
 
@@ -137,7 +135,7 @@ class SqliteVectors(SqliteFile):
                 "INSERT INTO doc_vec (doc, part, model, dtype, scale, vec)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (
-                    (doc, part, mid, DTYPE, *_encode(vec))
+                    (doc, part, mid, DTYPE, *encode(vec, DTYPE))
                     for doc, vectors in rows
                     if doc in alive
                     for part, vec in enumerate(vectors)
@@ -153,24 +151,9 @@ class SqliteVectors(SqliteFile):
             raise ValueError("k must be at least 1")
         with self._cache:
             self._refresh(model)
-            matrix, docs = self._matrix[: self._rows], self._docs[: self._rows]
-            if only is not None:
-                keep = np.isin(docs, np.array(self._refs(only), dtype=np.int64))
-                matrix, docs = matrix[keep], docs[keep]
-            if not len(docs):
-                return []
-            scores = matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
-            # Parts of one row compete: take more than k, keep each row's best.
-            want = min(len(scores), k * 3)
-            top = np.argpartition(-scores, want - 1)[:want]
-            top = top[np.argsort(-scores[top], kind="stable")]
-        best: dict[int, float] = {}
-        for i in top:
-            doc = int(docs[i])
-            if doc not in best:
-                best[doc] = float(scores[i])
-        chosen = list(best)[:k]
-        found = self._rows_of(chosen)
+            docs = None if only is None else self._refs(only)
+            best = dict(self._matrix.nearest(query, k, docs=docs))
+        found = self._rows_of(list(best))
         return [
             msgspec.structs.replace(found[d], score=best[d])
             for d in sorted(found, key=lambda d: -best[d])
@@ -198,46 +181,41 @@ class SqliteVectors(SqliteFile):
         return {int(r[0]): fts._found(r) for r in rows}
 
     def _refresh(self, model: str) -> None:
-        """Bring the in-memory matrix in step with the table (under ``_cache``)."""
+        """Bring the in-memory matrix in step with the table (under ``_cache``): the
+        vectors added since (by ``doc_vec.id``); when ``stat.vec_gone`` moved (a row
+        deleted or rewritten), the ids still there, and the others masked."""
         with self._read("loading vectors") as c:
             gone = int(c.execute("SELECT value FROM stat WHERE name = 'vec_gone'").fetchone()[0])
             mid = _model_id(c, model)
-            if mid is None:
-                self._reset(model, gone)
-                return
-            if model != self._model or gone != self._gone:
-                self._reset(model, gone)
+            if mid is None or model != self._model:
+                self._model, self._gone = model, gone
+                self._matrix.clear()
+                if mid is None:
+                    return
+            if gone != self._gone:
+                ids = np.fromiter(
+                    (
+                        r[0]
+                        for r in c.execute(
+                            "SELECT id FROM doc_vec WHERE model = ? AND id <= ?",
+                            (mid, self._matrix.last),
+                        )
+                    ),
+                    dtype=np.int64,
+                )
+                self._matrix.keep_only(ids)
+                self._gone = gone
             while True:
                 batch = c.execute(
+                    # By rowid (``+model``: not the (model, doc) index, which would
+                    # sort every vector of the model on each query).
                     "SELECT id, doc, dtype, scale, vec FROM doc_vec"
-                    " WHERE model = ? AND id > ? ORDER BY id LIMIT ?",
-                    (mid, self._last, _LOAD_BATCH),
+                    " WHERE id > ? AND +model = ? ORDER BY id LIMIT ?",
+                    (self._matrix.last, mid, _LOAD_BATCH),
                 ).fetchall()
                 if not batch:
                     return
-                self._append(batch)
-                self._last = int(batch[-1][0])
-
-    def _reset(self, model: str, gone: int) -> None:
-        self._model, self._gone = model, gone
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._docs = np.zeros(0, dtype=np.int64)
-        self._rows = self._last = 0
-
-    def _append(self, batch: Sequence[Sequence[Any]]) -> None:
-        vectors = np.stack([_decode(r[2], r[3], r[4]) for r in batch])
-        need = self._rows + len(batch)
-        if self._matrix.shape[0] < need or self._matrix.shape[1] != vectors.shape[1]:
-            size = max(need, 2 * self._matrix.shape[0], 1024)
-            grown = np.zeros((size, vectors.shape[1]), dtype=np.float32)
-            docs = np.zeros(size, dtype=np.int64)
-            if self._rows:
-                grown[: self._rows] = self._matrix[: self._rows]
-                docs[: self._rows] = self._docs[: self._rows]
-            self._matrix, self._docs = grown, docs
-        self._matrix[self._rows : need] = vectors
-        self._docs[self._rows : need] = [int(r[1]) for r in batch]
-        self._rows = need
+                self._matrix.append_stored(batch)
 
 
 def _json_list(items: Sequence[object]) -> str:
@@ -256,18 +234,3 @@ def _alive(c: sqlite3.Connection, docs: Sequence[int]) -> set[int]:
             "SELECT id FROM doc WHERE id IN (SELECT value FROM json_each(?))", (_json_list(docs),)
         )
     }
-
-
-def _encode(vec: Any) -> tuple[float, bytes]:
-    v = np.asarray(vec, dtype=np.float32)
-    if DTYPE == "float32":
-        return 1.0, v.tobytes()
-    top = float(np.abs(v).max()) or 1.0
-    scale = top / 127.0
-    return scale, np.clip(np.rint(v / scale), -127, 127).astype(np.int8).tobytes()
-
-
-def _decode(dtype: str, scale: float, blob: bytes) -> Any:
-    if dtype == "float32":
-        return np.frombuffer(blob, dtype=np.float32)
-    return np.frombuffer(blob, dtype=np.int8).astype(np.float32) * np.float32(scale)

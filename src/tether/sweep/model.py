@@ -1,20 +1,22 @@
 """The completed-day producer: one two-phase model pass over a day's spine, at most once.
 
 For an owner's completed day with no packet staged by a backend (``StagingPacketReader``
-first) and no stage of its own (``sweep.stage``):
+first) and no stage of its own (``sweep.stage``, behind the ``ModelStages`` port: the
+home's files, or the store's table for a sweep worker):
 
 1. read the day's rows from the store (``sweep.spine``); none: the complete-zero packet;
 2. the cost gate (``core.sweep.cost``): the ceiling of every digest still to make and of
    both phases must fit ``[sweep] max_model_tokens`` and ``max_model_cost_usd``, or the
    day stays incomplete (``cost_ceiling``) and no request is made;
 3. the session-day digests still missing, each stored once it is made;
-4. stage ``invoked`` (the invocation id; the day's one fsynced write), then phase A (the
+4. stage ``invoked`` (the invocation id; the day's one durable write; a runner that finds
+   the day marked first takes what that runner's invocation says), then phase A (the
    spine; the model asks for at most 8 raw excerpts, turn ranges of the day's sessions,
    served redacted from the store at ``[sweep] excerpt_chars`` each) and phase B (the
    candidate page through the shared extractor: memories with provenance and earned
    authority, folders for unfiled sessions), both JSON-schema constrained on the
    background slot;
-5. stage ``staged`` (the redacted page and its digest, appended to the stage file) before
+5. stage ``staged`` (the redacted page and its digest, recorded with the stage) before
    anything applies; then the folders (best-effort, never over one the owner set) and
    the packet to the runner.
 
@@ -30,7 +32,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -51,7 +52,7 @@ from tether.core.sweep.windows import Window
 from tether.errors import LlmError, LlmUnreachableError, TetherError
 from tether.extract.extractor import Extractor
 from tether.faults import crash_point
-from tether.ports import Producer, Store
+from tether.ports import ModelStages, Producer, Store
 from tether.records import (
     ChatMessage,
     Completion,
@@ -141,7 +142,7 @@ class ModelProducer:
     def __init__(
         self,
         *,
-        home: Path,
+        stages: ModelStages,
         store: Store,
         call: Call,
         extractor: Extractor,
@@ -150,7 +151,7 @@ class ModelProducer:
         allow: frozenset[str] = frozenset(),
         staged: Producer | None = None,
     ) -> None:
-        self.home = home
+        self.stages = stages
         self.store = store
         self.call = call
         self.extractor = extractor
@@ -168,13 +169,20 @@ class ModelProducer:
             got = self.staged.produce(owner, window)
             if not (isinstance(got, Incomplete) and got.reason == "stage_missing"):
                 return got  # a backend-staged packet (or its problem) decides the day
-        read = stage.read(self.home, owner.id, window, owner.source_generation)
+        return self._from_read(owner, window, invoke=True)
+
+    def _from_read(
+        self, owner: Owner, window: Window, *, invoke: bool
+    ) -> DailySweepInput | Incomplete:
+        read = stage.read(self.stages, owner.id, window, owner.source_generation)
         if read.kind == "older":
             return empty_packet(owner, window)  # that deployment owned the invocation
         if read.kind == "bad":
             return Incomplete("stage_malformed")
         if read.stage is not None:
             return self._from_stage(read.stage)
+        if not invoke:
+            return Incomplete("stage_missing")
         return self._invoke(owner, window)
 
     def _from_stage(self, staged: stage.StageFile) -> DailySweepInput | Incomplete:
@@ -210,7 +218,9 @@ class ModelProducer:
             window_id=window.window_id,
             source_generation=owner.source_generation,
         )
-        stage.write(self.home, base)
+        if not stage.mark(self.stages, base):
+            # Another runner marked the day first: its invocation, never a second one.
+            return self._from_read(owner, window, invoke=False)
         crash_point("sweep-after-invoked")
         counts: Counter[str] = Counter(day.excluded)
         counts["digests"] = len(todo)
@@ -220,18 +230,18 @@ class ModelProducer:
         except (ExtractionError, LlmError, TetherError) as exc:
             reason = _failure(exc)
             if not usage and _unsent(exc):
-                stage.path_of(self.home, owner.id, window.local_date).unlink(missing_ok=True)
+                self.stages.drop(owner.id, window.local_date)
                 return Incomplete(reason)  # nothing reached the model: a later run may try
-            stage.settle(
-                self.home,
+            stage.outcome(
+                self.stages,
                 msgspec.structs.replace(
                     base, state="failed", reason=reason, counts=dict(counts), usage=tuple(usage)
                 ),
             )
             return Incomplete(reason)
         packet, folders = self._packet(owner, window, day, page, counts)
-        stage.settle(
-            self.home,
+        stage.outcome(
+            self.stages,
             msgspec.structs.replace(
                 base,
                 state="staged",

@@ -1,6 +1,10 @@
-"""The model pass's stage file: ``<home>/sweep/stage/<owner>/<local-date>.json``.
+"""The model pass's stage: the at-most-once record of one owner-day's invocation, behind
+the ``ModelStages`` port. A home keeps it in a file (``FileStages``,
+``<home>/sweep/stage/<owner>/<local-date>.json``); a sweep worker, which has no home, in
+the store (``stores.postgres_sweep_stage``: ``invoked`` committed before the first model
+request, the outcome committed after, the same records, read by the same ``read``).
 
-The at-most-once record of one owner-day's invocation: JSON lines, the last complete one
+In a file: JSON lines, the last complete one
 saying where the invocation is. One durable write per owner-day: the file is created
 atomically (temp file, fsync, rename, fsync of the folder) holding ``invoked`` (with the
 invocation id) before the first model request, so no crash or power cut after that
@@ -37,6 +41,7 @@ import msgspec
 from tether import files
 from tether.core.sweep.packet import DailySweepInput
 from tether.core.sweep.windows import Window
+from tether.ports import ModelStages
 from tether.records import FolderAssignment
 
 STAGE_DIR = ("sweep", "stage")
@@ -96,14 +101,14 @@ def _last(data: bytes) -> bytes:
     return lines[-1] if lines else data
 
 
-def read(home: Path, owner: str, window: Window, source_generation: int) -> Read:
-    path = path_of(home, owner, window.local_date)
+def read(stages: ModelStages, owner: str, window: Window, source_generation: int) -> Read:
+    """Where the owner-day's invocation is, as ``stages`` holds it."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return Read("absent")
+        data = stages.load(owner, window.local_date)
     except OSError:
         return Read("bad")
+    if data is None:
+        return Read("absent")
     if len(data) > MAX_STAGE_BYTES:
         return Read("bad")
     data = _last(data)
@@ -132,22 +137,63 @@ def read(home: Path, owner: str, window: Window, source_generation: int) -> Read
     return Read("current", stage)
 
 
+def encode(stage: StageFile) -> bytes:
+    """A record as the stages keep it (one JSON line, no newline)."""
+    return _encoder.encode(stage)
+
+
+def mark(stages: ModelStages, stage: StageFile) -> bool:
+    """The ``invoked`` record, durably; False when the day has one already."""
+    return stages.mark(stage.owner, stage.local_date, encode(stage))
+
+
+def outcome(stages: ModelStages, stage: StageFile) -> None:
+    """The invocation's outcome (``staged`` or ``failed``)."""
+    stages.settle(stage.owner, stage.local_date, stage.state, encode(stage))
+
+
+class FileStages:
+    """``ModelStages`` in the home's files (see the module's docstring)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def load(self, owner: str, local_date: date) -> bytes | None:
+        try:
+            return path_of(self.home, owner, local_date).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def mark(self, owner: str, local_date: date, record: bytes) -> bool:
+        path = path_of(self.home, owner, local_date)
+        if path.exists():
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        files.write_atomic(path, record + b"\n", mode=0o600)
+        return True
+
+    def settle(self, owner: str, local_date: date, state: str, record: bytes) -> None:
+        """Appended, with no fsync: see the module's docstring for why a lost line is
+        safe."""
+        del state  # the record says it
+        fd = os.open(path_of(self.home, owner, local_date), os.O_WRONLY | os.O_APPEND)
+        try:
+            view = memoryview(record + b"\n")
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+    def drop(self, owner: str, local_date: date) -> None:
+        path_of(self.home, owner, local_date).unlink(missing_ok=True)
+
+
 def write(home: Path, stage: StageFile) -> None:
     """A new stage file holding ``stage`` alone, durably (the ``invoked`` mark)."""
-    path = path_of(home, stage.owner, stage.local_date)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    files.write_atomic(path, _encoder.encode(stage) + b"\n", mode=0o600)
+    FileStages(home).drop(stage.owner, stage.local_date)
+    mark(FileStages(home), stage)
 
 
 def settle(home: Path, stage: StageFile) -> None:
-    """Append the invocation's outcome (``staged`` or ``failed``) to its stage file, with
-    no fsync: see the module's docstring for why a lost line is safe."""
-    path = path_of(home, stage.owner, stage.local_date)
-    data = _encoder.encode(stage) + b"\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+    """Append the invocation's outcome (``staged`` or ``failed``) to its stage file."""
+    outcome(FileStages(home), stage)

@@ -11,9 +11,10 @@ refused) is handed back and offered again by a later pass. A worker killed mid-d
 leaves its claim to expire: the next worker to find it takes the day over, and the
 sweep's own receipts make the second run of that day apply nothing twice.
 
-Days are swept from their staged packets in the store: what a home's
-producer or backend staged. The worker runs no model of its own (``Incomplete``
-``not_staged`` otherwise).
+Days are swept from their staged packets in the store when a home's producer or backend
+staged one, else by the runner's producer: ``daemon.fleet`` gives each owner the model
+pass over that owner's store (``sweep.model``, its stage in the store too); ``NotStaged``
+(``Incomplete`` ``not_staged``) is the producer of a runner given none.
 
 ``once``: sweep until no owner-day is left to do, waiting for days other workers hold
 (until they finish or their leases run out), then return; otherwise keep passing, every
@@ -29,7 +30,6 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from tether.config import SweepConfig
 from tether.core.sweep.packet import DailySweepInput, Incomplete
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import Window, plan_dates
@@ -51,8 +51,13 @@ class NotStaged:
 class WorkerReport(msgspec.Struct, kw_only=True):
     claimed: int = 0
     outcomes: dict[str, int] = msgspec.field(default_factory=dict)
+    #: Why the days that did not complete did not, by reason code.
+    reasons: dict[str, int] = msgspec.field(default_factory=dict)
     taken_over: int = 0  # days claimed before (a worker died or stalled)
     passes: int = 0
+    #: The worker's one pool: its size bound, and connections it opened over the run.
+    pool_max: int = 0
+    connections_opened: int = 0
 
 
 def offer_due(store: ClaimingStore, now: datetime) -> int:
@@ -94,25 +99,26 @@ def sweep_claimed(
         )
     claims.finish(day, outcome if outcome != "already_complete" else "complete")
     report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
+    reason = result.days[0].reason if result.days else None
+    if reason:
+        report.reasons[reason] = report.reasons.get(reason, 0) + 1
     return True
 
 
 def work(
     stores: Callable[[], dict[str, ClaimingStore]],
-    runner_for: Callable[[ClaimingStore, SweepConfig, timedelta], Runner],
+    runner_for: Callable[[str, ClaimingStore, timedelta], Runner],
     *,
     claimant: str,
     now: Callable[[], datetime],
     once: bool,
     lease: timedelta = DEFAULT_LEASE,
     idle: float = 5.0,
-    config: SweepConfig | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> WorkerReport:
     """Run passes over every owner's store (``stores()``: owner -> store, re-read each
     pass so a new owner is found) until done (``once``) or ``should_stop``; each store's
-    runner is ``runner_for(store, config, lease)`` (``daemon.compose.worker_runner``)."""
-    cfg = config or SweepConfig(enabled=True)
+    runner is ``runner_for(owner, store, lease)`` (``daemon.fleet``)."""
     report = WorkerReport()
     runners: dict[str, Runner] = {}
     while not should_stop():
@@ -122,7 +128,7 @@ def work(
         for owner, store in found.items():
             offer_due(store, moment)
             if owner not in runners:
-                runners[owner] = runner_for(store, cfg, lease)
+                runners[owner] = runner_for(owner, store, lease)
         did = False
         for owner, store in found.items():
             while not should_stop() and sweep_claimed(

@@ -1,0 +1,109 @@
+"""A sweep worker's composition (``tether sweep worker``): one pool of connections to the
+shared PostgreSQL database, the stores of every owner schema found there on it, and a
+runner per owner (``compose.worker_runner``); then ``sweep.worker.work``.
+
+Connections: the worker's stores share one ``PgPool`` of at most ``WORKER_POOL``
+connections (each transaction sets its owner's ``search_path`` itself, ``postgres_conn``),
+so a worker holds as many connections with 40 owners as with one, and a database whose
+``max_connections`` is 100 serves many more workers than owners-times-workers allowed.
+The pool's connections say who they are (``application_name``: ``tether-worker-<pid>``).
+
+Days no backend staged get the home's model pass (``sweep.model.ModelProducer``) over the
+owner's main store, with the model from the worker's config (``[llm]``, on the
+background slot) and its stage in the store (``sweep_model_stage``), so a worker needs
+nothing but the URL and an endpoint. It has no home, so no allow-list: every secret the
+scanner finds is redacted. No ``[budget]`` gate either (that ledger is a home's); each
+day's ``[sweep] max_model_tokens`` / ``max_model_cost_usd`` ceiling still applies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import anyio.from_thread
+
+from tether.config import Config
+from tether.extract.extractor import Extractor
+from tether.ports import ClaimingStore
+from tether.stores.postgres import PostgresStore
+from tether.stores.postgres_conn import PgPool
+from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.sweep.model import ModelProducer
+from tether.sweep.runner import Runner
+from tether.sweep.worker import DEFAULT_LEASE, WorkerReport, work
+
+#: Connections one worker holds at most, however many owners it serves (the runner and
+#: the model pass use one or two at a time).
+WORKER_POOL = 4
+
+
+def application_name(pid: int | None = None) -> str:
+    """What a worker's connections are called in ``pg_stat_activity``."""
+    return f"tether-worker-{os.getpid() if pid is None else pid}"
+
+
+def run_worker(
+    url: str,
+    config: Config,
+    *,
+    claimant: str,
+    now: Callable[[], datetime],
+    once: bool,
+    lease: timedelta = DEFAULT_LEASE,
+    pool_size: int = WORKER_POOL,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> WorkerReport:
+    """Sweep the owner-days of every owner schema in the database at ``url`` beside other
+    workers, over one pool, until done (``once``) or ``should_stop``."""
+    from tether.daemon.compose import build_llm, sweep_call, worker_runner
+
+    llm = build_llm(config)
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        PgPool(url, max_size=pool_size, application_name=application_name()) as pool,
+    ):
+        call = sweep_call(llm, portal.call, None, config.llm.max_tokens)
+        extractor = Extractor(llm, slot=config.slots.background)
+        opened: dict[str, PostgresSweepStore] = {}
+        mains: dict[str, PostgresStore] = {}
+
+        def stores() -> dict[str, ClaimingStore]:
+            for owner in pool.owner_schemas():
+                if owner not in opened:
+                    opened[owner] = PostgresSweepStore(url, owner, pool=pool)
+            return dict(opened)
+
+        def runner_for(owner: str, store: ClaimingStore, lease: timedelta) -> Runner:
+            main = mains[owner] = PostgresStore(url, owner, migrate=False, pool=pool)
+            producer = ModelProducer(
+                stages=opened[owner].model_stages(),
+                store=main,
+                call=call,
+                extractor=extractor,
+                config=config.sweep,
+                clock=now,
+            )
+            return worker_runner(store, config.sweep, lease, claimant, producer)
+
+        try:
+            report = work(
+                stores,
+                runner_for,
+                claimant=claimant,
+                now=now,
+                once=once,
+                lease=lease,
+                should_stop=should_stop,
+            )
+        finally:
+            for main in mains.values():
+                main.close()
+            for store in opened.values():
+                store.close()
+            portal.call(llm.aclose)
+        stats = pool.stats()
+        report.pool_max = stats.get("pool_max", pool_size)
+        report.connections_opened = stats.get("connections_num", 0)
+        return report

@@ -1,0 +1,281 @@
+"""The in-memory side of a ``VectorIndex``: every vector of one model held as int8 codes
+with a per-vector scale, searched exactly by brute force. Backend-agnostic: the store
+adapters (``sqlite_vectors``, ``postgres_vectors``) read their table into it and keep it
+in step; it does no I/O.
+
+- Layout: the codes as stored (``encode``: int8, each vector scaled by its largest
+  component / 127), a quarter of float32's size (384 MB at a million vectors of 384),
+  beside each vector's id in its table (increasing: ``append`` takes rows after ``last``),
+  its doc id and a live flag. A vector gone (its row deleted or rewritten) is masked
+  (``keep_only``, ``drop_docs``), not reloaded; the masked rows are squeezed out once they
+  are a quarter of the matrix.
+- Search (``nearest``) is exact and ranks as a float32 matrix of the decoded vectors
+  would: a first pass scores every vector against the query cut to int8 (integer dot
+  products, SIMD through ``simsimd`` when it is installed, else numpy in blocks), whose
+  error is bounded (``|codes . (q - q8)| * scale <= |vector| * |q - q8|``); every vector
+  within twice that bound of the first pass's cut-off is rescored in float32, so the
+  vectors kept are the ones the float32 product keeps. One pass over 384 bytes a vector
+  and no index to build, persist or repair; ``benchmarks/RESULTS.md`` has the figures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+_simd: Any
+try:  # SIMD int8 dot products; without it numpy does the same sums in float32 blocks
+    _simd = importlib.import_module("simsimd")
+except ImportError:  # pragma: no cover - the extra installs it
+    _simd = None
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from tether.ports import Matrix
+
+#: Vectors scored per block by the numpy first pass (a 16k x 384 float32 block is 25 MB).
+_BLOCK = 16_384
+#: Vectors from which the SIMD first pass splits over two threads (below, one is faster:
+#: 2M vectors take 62 ms on one core, 40 ms on two; benchmarks/RESULTS.md).
+_TWO_THREADS_AT = 262_144
+#: Masked rows, as a share of the matrix, that make ``_squeeze`` compact it.
+_SQUEEZE_AT = 0.25
+
+
+class VectorMatrix:
+    """Vectors of one model in memory (the module's doc). Not thread-safe: its owner
+    serialises use."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop every vector (a model change, or a table that shrank under us)."""
+        self._codes: npt.NDArray[np.int8] = np.zeros((0, 0), dtype=np.int8)
+        self._scales: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
+        self._ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._docs: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._live: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self._rows = 0  # rows in use (the arrays grow by doubling)
+        self._dead = 0  # rows in use that are masked
+        self._norm = 0.0  # the largest norm of a decoded vector (the first pass's bound)
+        self._last = 0
+
+    # -- what is held ------------------------------------------------------------------
+
+    @property
+    def last(self) -> int:
+        """The highest vector id appended (0: none): what to read after."""
+        return self._last
+
+    def __len__(self) -> int:
+        """Vectors held and live."""
+        return self._rows - self._dead
+
+    @property
+    def dim(self) -> int:
+        return int(self._codes.shape[1]) if self._rows else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the arrays (with their spare room)."""
+        arrays = (self._codes, self._scales, self._ids, self._docs, self._live)
+        return sum(int(a.nbytes) for a in arrays)
+
+    def ids(self) -> npt.NDArray[np.int64]:
+        """The live vectors' ids, ascending."""
+        n = self._rows
+        return self._ids[:n][self._live[:n]]
+
+    # -- keeping in step ---------------------------------------------------------------
+
+    def append(
+        self,
+        ids: Sequence[int] | npt.NDArray[np.int64],
+        docs: Sequence[int] | npt.NDArray[np.int64],
+        codes: npt.NDArray[np.int8],
+        scales: Sequence[float] | npt.NDArray[np.float32],
+    ) -> None:
+        """Add vectors (int8 ``codes``, one row each, decoded as ``codes * scale``) whose
+        ids are ascending and above ``last``."""
+        ids_a = np.asarray(ids, dtype=np.int64)
+        n = len(ids_a)
+        if not n:
+            return
+        codes = np.asarray(codes, dtype=np.int8)
+        if codes.ndim != 2 or codes.shape[0] != n:
+            raise ValueError(f"codes of shape {codes.shape} for {n} ids")
+        if self._rows and codes.shape[1] != self._codes.shape[1]:
+            raise ValueError(f"vectors of {codes.shape[1]} values in a matrix of {self.dim}")
+        if ids_a[0] <= self._last or np.any(np.diff(ids_a) <= 0):
+            raise ValueError("vector ids must ascend past the last one held")
+        need = self._rows + n
+        if self._codes.shape[0] < need or self._codes.shape[1] != codes.shape[1]:
+            self._grow(max(need, 2 * self._codes.shape[0], 1024), codes.shape[1])
+        at = slice(self._rows, need)
+        scales_a = np.asarray(scales, dtype=np.float32)
+        self._codes[at] = codes
+        self._scales[at] = scales_a
+        self._ids[at] = ids_a
+        self._docs[at] = np.asarray(docs, dtype=np.int64)
+        self._live[at] = True
+        norms = np.sqrt(np.einsum("ij,ij->i", codes, codes, dtype=np.float64)) * scales_a
+        self._norm = max(self._norm, float(norms.max()))
+        self._rows = need
+        self._last = int(ids_a[-1])
+
+    def append_stored(self, rows: Iterable[Sequence[Any]]) -> None:
+        """``append`` from table rows ``(id, doc, dtype, scale, blob)`` as ``encode`` wrote
+        them (a float32 blob is cut to int8 here)."""
+        ids, docs, codes, scales = [], [], [], []
+        for vid, doc, dtype, scale, blob in rows:
+            code, s = decode(dtype, scale, blob)
+            ids.append(int(vid))
+            docs.append(int(doc))
+            codes.append(code)
+            scales.append(s)
+        if ids:
+            self.append(ids, docs, np.stack(codes), scales)
+
+    def keep_only(self, ids: Sequence[int] | npt.NDArray[np.int64]) -> int:
+        """Mask every vector held whose id is not in ``ids`` (the table's ids now); the
+        number masked."""
+        n = self._rows
+        gone = self._live[:n] & ~np.isin(self._ids[:n], np.asarray(ids, dtype=np.int64))
+        return self._mask(gone)
+
+    def drop_docs(self, docs: Iterable[int]) -> int:
+        """Mask the vectors of these doc ids; the number masked."""
+        n = self._rows
+        gone = self._live[:n] & np.isin(self._docs[:n], np.fromiter(docs, dtype=np.int64))
+        return self._mask(gone)
+
+    def _mask(self, gone: npt.NDArray[np.bool_]) -> int:
+        count = int(gone.sum())
+        if count:
+            self._live[: self._rows][gone] = False
+            self._dead += count
+            if self._dead > _SQUEEZE_AT * self._rows:
+                self._squeeze()
+        return count
+
+    def _squeeze(self) -> None:
+        n = self._rows
+        keep = self._live[:n]
+        m = int(keep.sum())
+        for name in ("_codes", "_scales", "_ids", "_docs"):
+            a: Any = getattr(self, name)
+            a[:m] = a[:n][keep]
+        self._live[:m] = True
+        self._live[m:n] = False
+        self._rows, self._dead = m, 0
+
+    def _grow(self, size: int, dim: int) -> None:
+        n = self._rows
+        codes = np.zeros((size, dim), dtype=np.int8)
+        scales = np.zeros(size, dtype=np.float32)
+        ids = np.zeros(size, dtype=np.int64)
+        docs = np.zeros(size, dtype=np.int64)
+        live = np.zeros(size, dtype=np.bool_)
+        if n:
+            codes[:n] = self._codes[:n]
+            scales[:n] = self._scales[:n]
+            ids[:n] = self._ids[:n]
+            docs[:n] = self._docs[:n]
+            live[:n] = self._live[:n]
+        self._codes, self._scales, self._ids, self._docs, self._live = (
+            codes,
+            scales,
+            ids,
+            docs,
+            live,
+        )
+
+    # -- search ------------------------------------------------------------------------
+
+    def nearest(
+        self, query: Matrix, k: int, *, docs: Sequence[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` doc ids whose best vector is nearest ``query`` (dot product with the
+        decoded vector), best first, with that score; among ``docs`` if given. As the
+        float32 product would rank them: the best ``3 k`` vectors (parts of one doc
+        compete), each doc at its best."""
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        n = self._rows
+        live = self._live[:n]
+        if docs is not None:
+            live = live & np.isin(self._docs[:n], np.asarray(list(docs), dtype=np.int64))
+        count = int(live.sum())
+        if not count:
+            return []
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        want = min(count, k * 3)
+        rows = self._candidates(q, live, want)
+        exact = (self._codes[rows].astype(np.float32) * self._scales[rows, None]) @ q
+        order = np.argsort(-exact, kind="stable")[:want]
+        best: dict[int, float] = {}
+        for i in order:
+            doc = int(self._docs[rows[i]])
+            if doc not in best:
+                best[doc] = float(exact[i])
+        return list(best.items())[:k]
+
+    def _candidates(
+        self, q: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], want: int
+    ) -> npt.NDArray[np.intp]:
+        """Rows that hold the ``want`` best live vectors for ``q`` (a superset: the first
+        pass's error bound is kept on both sides of its cut-off)."""
+        top = float(np.abs(q).max()) or 1.0
+        qs = top / 127.0
+        q8 = np.clip(np.rint(q / qs), -127, 127).astype(np.int8)
+        bound = float(np.linalg.norm(q - q8.astype(np.float32) * np.float32(qs))) * self._norm
+        approx = _dots(self._codes[: self._rows], q8) * (self._scales[: self._rows] * qs)
+        approx[~live] = -np.inf
+        if want >= len(approx):
+            return np.flatnonzero(live)
+        cut = float(np.partition(approx, len(approx) - want)[len(approx) - want])
+        # 1e-5: the float32 rounding of the first pass itself (scores are at most ~1).
+        return np.flatnonzero(approx >= cut - 2 * bound - 1e-5)
+
+
+def _dots(codes: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArray[np.float32]:
+    """Integer dot products of every row of ``codes`` with ``q8``, as float32 (exact: a
+    sum of 384 products of int8 stays below float32's 2**24)."""
+    if not len(codes):
+        return np.zeros(0, dtype=np.float32)
+    if _simd is not None:
+        threads = 2 if len(codes) >= _TWO_THREADS_AT and (os.cpu_count() or 1) > 1 else 1
+        out = np.asarray(
+            _simd.cdist(q8[None, :], codes, metric="dot", dtype="int8", threads=threads)
+        )
+        return out.reshape(-1).astype(np.float32)
+    qf = q8.astype(np.float32)
+    out32 = np.empty(len(codes), dtype=np.float32)
+    for at in range(0, len(codes), _BLOCK):
+        out32[at : at + _BLOCK] = codes[at : at + _BLOCK].astype(np.float32) @ qf
+    return out32
+
+
+def encode(vec: Any, dtype: str = "int8") -> tuple[float, bytes]:
+    """One vector as stored: ``(scale, blob)``; int8 scaled by its largest component, or
+    float32 (scale 1)."""
+    v = np.asarray(vec, dtype=np.float32)
+    if dtype == "float32":
+        return 1.0, v.tobytes()
+    top = float(np.abs(v).max()) or 1.0
+    scale = top / 127.0
+    return scale, np.clip(np.rint(v / scale), -127, 127).astype(np.int8).tobytes()
+
+
+def decode(dtype: str, scale: float, blob: bytes) -> tuple[npt.NDArray[np.int8], float]:
+    """A stored vector as int8 codes and their scale (a float32 one is cut to int8)."""
+    if dtype == "float32":
+        s, raw = encode(np.frombuffer(blob, dtype=np.float32))
+        return np.frombuffer(raw, dtype=np.int8), s
+    return np.frombuffer(blob, dtype=np.int8), float(scale)

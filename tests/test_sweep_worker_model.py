@@ -1,0 +1,157 @@
+"""A sweep worker with only the store's URL and a model endpoint: days whose turns a home
+indexed into PostgreSQL, with no packet staged, are swept by the model pass in a worker
+process (the fake llama-server over HTTP), its stage in the store; a worker killed after
+marking the day ``invoked`` or after staging the page is taken over without a second
+model call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import pg_helpers
+from daemon_helpers import tether
+from test_sweep_model import CLUB, NOW, chat, excerpts, page
+from tether.home import init_home
+from tether.memory.indexer import index_home
+from tether.stores.postgres import PostgresStore
+from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.sweep import owners
+from tether.testing.fake_llama import FakeLlama
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+LATER = "2026-11-02T12:01:00+00:00"  # the receipts of a killed worker have expired
+
+
+@pytest.fixture
+def db(pg_url: str) -> Iterator[str]:
+    """A database of this test's own: a worker sweeps every owner schema it finds."""
+    del pg_url  # the server is there (skipped otherwise)
+    with pg_helpers.fresh_database() as url:
+        yield url
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLlama]:
+    with FakeLlama(n_ctx=65536, parallel=2) as f:
+        yield f
+
+
+def home_day(tmp_path: Path, url: str, tenant: str) -> None:
+    """A home on the shared store: one session on DAY indexed into the owner's schema,
+    the sweep's owner made; the session files stay in the home (the worker has none)."""
+    home = tmp_path / tenant
+    init_home(home)
+    chat(home, "club", "We moved the book club to Tuesdays.")
+    with PostgresStore(url, tenant) as store:
+        index_home(home, store)
+        for meta in store.sessions_meta().values():
+            store.put_session_meta(msgspec.structs.replace(meta, onboarding=False))
+    with PostgresSweepStore(url, tenant) as sweep:
+        owners.ensure_default(sweep, NOW)
+
+
+def worker_config(tmp_path: Path, fake: FakeLlama) -> Path:
+    path = tmp_path / "worker.toml"
+    path.write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')
+    return path
+
+
+def worker(url: str, config: Path, now: str, *extra: str, crash: str | None = None) -> Any:
+    env = {"TETHER_TEST_NOW": now, **({"TETHER_CRASH_AT": crash} if crash else {})}
+    return tether(
+        None, "sweep", "worker", "--once", "--url", url, "--config", str(config), "--json",
+        *extra, env=env, timeout=120,
+    )  # fmt: skip
+
+
+def facts(url: str, tenant: str) -> list[tuple[str, str]]:
+    with PostgresSweepStore(url, tenant) as sweep, sweep.transaction(write=False) as tx:
+        return [(f.entity, f.text) for f in tx.facts("owner")]
+
+
+def stage_state(url: str, tenant: str) -> list[str]:
+    with PostgresSweepStore(url, tenant) as sweep:
+        rows = sweep.pg.run(
+            "reading",
+            lambda c: c.execute("SELECT state FROM sweep_model_stage").fetchall(),
+            write=False,
+        )
+    return [r[0] for r in rows]
+
+
+def test_a_worker_sweeps_unstaged_days_from_the_store_with_the_model(
+    tmp_path: Path, db: str, fake: FakeLlama
+) -> None:
+    pg_url = db
+    tenants = sorted(pg_helpers.new_owner("u") for _ in range(2))
+    for tenant in tenants:
+        home_day(tmp_path, pg_url, tenant)
+        fake.script(excerpts())
+        fake.script(page(CLUB))
+    config = worker_config(tmp_path, fake)
+    out = worker(pg_url, config, NOW.isoformat())
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["outcomes"] == {"complete": 2}, report
+    assert len(fake.requests) == 4  # phase A and phase B, once per owner-day
+    for tenant in tenants:
+        assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
+        assert stage_state(pg_url, tenant) == ["staged"]
+    again = worker(pg_url, config, LATER)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["claimed"] == 0
+    assert len(fake.requests) == 4
+    for tenant in tenants:
+        assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
+
+
+def test_a_worker_killed_after_invoked_is_taken_over_without_a_second_call(
+    tmp_path: Path, db: str, fake: FakeLlama
+) -> None:
+    pg_url = db
+    tenant = pg_helpers.new_owner("i")
+    home_day(tmp_path, pg_url, tenant)
+    fake.script(excerpts())
+    fake.script(page(CLUB))
+    config = worker_config(tmp_path, fake)
+    killed = worker(pg_url, config, NOW.isoformat(), "--lease", "1", crash="sweep-after-invoked")
+    assert killed.returncode == -9, killed.stderr
+    assert stage_state(pg_url, tenant) == ["invoked"]
+    assert fake.requests == []
+    out = worker(pg_url, config, LATER)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["taken_over"] == 1
+    assert report["outcomes"] == {"incomplete": 1}
+    assert report["reasons"] == {"stage_missing": 1}  # as on SQLite: never asked again
+    assert fake.requests == []
+    assert facts(pg_url, tenant) == []
+
+
+def test_a_worker_killed_after_the_stage_applies_the_page_once(
+    tmp_path: Path, db: str, fake: FakeLlama
+) -> None:
+    pg_url = db
+    tenant = pg_helpers.new_owner("s")
+    home_day(tmp_path, pg_url, tenant)
+    fake.script(excerpts())
+    fake.script(page(CLUB))
+    config = worker_config(tmp_path, fake)
+    killed = worker(pg_url, config, NOW.isoformat(), "--lease", "1", crash="sweep-after-stage")
+    assert killed.returncode == -9, killed.stderr
+    assert stage_state(pg_url, tenant) == ["staged"]
+    assert facts(pg_url, tenant) == []
+    assert len(fake.requests) == 2
+    out = worker(pg_url, config, LATER)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["taken_over"] == 1
+    assert report["outcomes"] == {"complete": 1}, report
+    assert len(fake.requests) == 2
+    assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
