@@ -118,17 +118,27 @@ def opener(store: Store) -> StoreOpener:
 
 
 def recall_both(tmp: Path, url: str, turns: int, n_queries: int) -> None:
+    """Import ``turns`` into both backends (unless ``tmp`` holds them from an earlier run
+    with the same ``turns``: ``--data``), then time the same questions on both."""
     corpus = Corpus(7)
-    src = tmp / "import.jsonl"
+    src = tmp / f"import-{turns}.jsonl"
     users = write_import(src, corpus, turns, 50)
     questions = list(make_queries(corpus, users, n_queries))
     stores: dict[str, Store] = {}
     for backend in ("sqlite", "postgres"):
-        home = tmp / f"home-{backend}"
-        init_home(home)
+        home = tmp / f"home-{backend}-{turns}"
+        done = home / "imported"
+        if not home.exists():
+            init_home(home)
         store: Store = (
-            SqliteStore(home / "tether.db") if backend == "sqlite" else PostgresStore(url, "bench")
+            SqliteStore(home / "tether.db")
+            if backend == "sqlite"
+            else PostgresStore(url, f"bench{turns}")
         )
+        if done.exists():
+            emit(figure="import_turns_per_s", backend=backend, turns=turns, value=None, kept=True)
+            stores[backend] = store
+            continue
         start = time.perf_counter()
         import_jsonl(home, src, now=T0, config=Config(), store=opener(store))
         store.optimize_index()
@@ -138,6 +148,7 @@ def recall_both(tmp: Path, url: str, turns: int, n_queries: int) -> None:
             turns=turns,
             value=round(turns / (time.perf_counter() - start)),
         )
+        done.write_text("")
         stores[backend] = store
     tops: dict[str, list[list[str]]] = {"sqlite": [], "postgres": []}
     for backend, store in stores.items():
@@ -171,35 +182,59 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--pg", default=os.environ.get("TETHER_TEST_POSTGRES"))
     parser.add_argument("--skip-recall", action="store_true")
+    parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument(
+        "--turns-list", type=int, nargs="+", help="recall at each of these sizes (over --turns)"
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="keep the imported corpora here and in database --db, and reuse them next run",
+    )
+    parser.add_argument("--db", help="with --data: the database to keep (created if missing)")
     args = parser.parse_args()
     if not args.pg:
         sys.exit("needs a server: --pg URL or TETHER_TEST_POSTGRES")
-    name = f"tether_bench_{os.getpid()}"
+    if (args.data is None) != (args.db is None):
+        sys.exit("--data and --db go together")
+    keep = args.data is not None
+    name = f"tether_bench_{os.getpid()}"  # the sweep's, always fresh and dropped after
+    kept = args.db if keep else name  # the recall corpora's
     with psycopg.connect(args.pg, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = args.pg.rsplit("/", 1)[0] + "/" + name
+        there = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (kept,)).fetchone()
+        if there is None:
+            conn.execute(f'CREATE DATABASE "{kept}"')
+    base = args.pg.rsplit("/", 1)[0]
+    if keep:
+        args.data.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory(prefix="tether-pg-bench-") as tmp:
-            base = sweep_sqlite(Path(tmp), args.owners)
-            emit(
-                figure="sweep_owner_days_per_s", backend="sqlite", processes=1, value=round(base, 1)
-            )
-            for n in args.workers:
-                rate = sweep_postgres(url, args.owners, n)
-                emit(
-                    figure="sweep_owner_days_per_s",
-                    backend="postgres",
-                    processes=n,
-                    value=round(rate, 1),
-                    baseline="one SQLite process, same packets and Runner",
-                    baseline_value=round(base, 1),
-                    ratio=round(rate / base, 2),
-                )
+            if not args.skip_sweep:
+                sweep_all(Path(tmp), f"{base}/{name}", args.owners, args.workers)
             if not args.skip_recall:
-                recall_both(Path(tmp), url, args.turns, args.queries)
+                for turns in args.turns_list or [args.turns]:
+                    place = args.data if keep else Path(tmp)
+                    recall_both(place, f"{base}/{kept}", turns, args.queries)
     finally:
         with psycopg.connect(args.pg, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sweep_all(tmp: Path, url: str, owners: int, workers: list[int]) -> None:
+    base = sweep_sqlite(tmp, owners)
+    emit(figure="sweep_owner_days_per_s", backend="sqlite", processes=1, value=round(base, 1))
+    for n in workers:
+        rate = sweep_postgres(url, owners, n)
+        emit(
+            figure="sweep_owner_days_per_s",
+            backend="postgres",
+            processes=n,
+            value=round(rate, 1),
+            baseline="one SQLite process, same packets and Runner",
+            baseline_value=round(base, 1),
+            ratio=round(rate / base, 2),
+        )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,15 @@ from search_helpers import words
 from tether.core.sweep.state import Fact, Owner
 from tether.errors import StoreError
 from tether.home import init_home
-from tether.records import JournalEntry
+from tether.records import (
+    IndexCursor,
+    JournalEntry,
+    LogRow,
+    Page,
+    SearchQuery,
+    SearchTerm,
+    TextCell,
+)
 from tether.stores import postgres_schema
 from tether.stores.postgres import PostgresStore
 from tether.stores.postgres_conn import PgPool
@@ -245,3 +253,71 @@ def test_a_connection_killed_inside_a_sweep_transaction_rolls_it_all_back(pg_url
             )
         with sweep.transaction(write=False) as tx:
             assert [o.id for o in tx.owners()] == ["o1"]
+
+
+def _df(url: str, owner: str) -> tuple[dict[str, int], dict[str, int]]:
+    """``term_df`` (its non-zero counts) and the same counted from the rows themselves."""
+    with psycopg.connect(url) as conn:
+        conn.execute(f'SET search_path TO "tether_{owner}"')
+        kept: dict[str, int] = dict(
+            conn.execute("SELECT term, n FROM term_df WHERE n <> 0").fetchall()
+        )
+        counted: dict[str, int] = dict(
+            conn.execute(
+                "SELECT u.lexeme, count(*) FROM doc, unnest(doc.tsv) AS u GROUP BY u.lexeme"
+            ).fetchall()
+        )
+    return kept, counted
+
+
+def test_term_counts_follow_every_write_and_a_migration_fills_them(pg_url: str) -> None:
+    owner = pg_helpers.new_owner()
+    log = [
+        LogRow(session="s1", epoch=0, turn=i, field="user", text=t, tainted=False, time=T0)
+        for i, t in enumerate(["apple pie and apple tart", "pear tart", "plum jam"], start=1)
+    ]
+    page = Page("p", "Orchard", "apple trees", ("fruit",), "private", False, T0)
+    with PostgresStore(pg_url, owner) as store:
+        store.index_log_rows(
+            log, IndexCursor(path="s1/0.jsonl", offset=9, turn=3, tainted=False, lines=3)
+        )
+        store.add_note("pear cider", untrusted=False, session=None, time=T0)
+        store.put_page(page)
+        store.put_page(Page("p", "Orchard", "plum trees", ("fruit",), "private", False, T0))
+        cells: list[TextCell] = []
+        store.read_cells(cells.append)
+        note = next(c for c in cells if c.table == "doc" and c.text == "pear cider")
+        assert store.rewrite_cells([(note, "quince cider")])[0] == [True]
+        kept, counted = _df(pg_url, owner)
+        assert kept == counted
+        assert kept["appl"] == 1
+        assert kept["tart"] == 2
+        assert "pear" in kept
+        assert "quinc" in kept
+        assert kept["pear"] == 1
+        store.delete_page("p")
+        kept, counted = _df(pg_url, owner)
+        assert kept == counted
+        assert "orchard" not in kept
+        queries = [
+            SearchQuery((SearchTerm("tart"),)),
+            SearchQuery((SearchTerm("apple"),)),
+            SearchQuery((SearchTerm("tar", kind="prefix"),)),
+            SearchQuery((SearchTerm("pear tart", kind="phrase"),)),
+        ]
+        assert store.count_matches(queries, 10) == [2, 1, 2, 1]
+        assert store.count_matches(queries, 1) == [1, 1, 1, 1]
+    # A schema at the level before the counts: migrating fills them from the rows.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "tether_{owner}"')
+        conn.execute("DROP TABLE term_df")
+        for name in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER doc_df_{name} ON doc")
+            conn.execute(f"DROP FUNCTION tether_df_{name}()")
+        conn.execute("DROP FUNCTION tether_df_move(bigint, text[])")
+        conn.execute(f"UPDATE schema_version SET version = {postgres_schema.KNOWN - 1}")
+    with PostgresStore(pg_url, owner) as store:
+        assert store.schema_version() == postgres_schema.KNOWN
+    kept, counted = _df(pg_url, owner)
+    assert kept == counted
+    assert kept["tart"] == 2

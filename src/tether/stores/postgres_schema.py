@@ -97,6 +97,51 @@ CREATE TRIGGER doc_vec_rewritten AFTER UPDATE OF text ON doc
   EXECUTE FUNCTION tether_vec_rewritten();
 """
 
+#: Document frequencies per lexeme (``term_df``: in how many ``doc`` rows each occurs),
+#: kept by statement-level triggers over the rows each INSERT (COPY too), UPDATE and
+#: DELETE touched, in the writing transaction: a search reads a word's count from one
+#: row instead of counting its posting list (and re-checking every matching row's
+#: vector in the heap). Lexemes are upserted in sorted order, so two writers of one
+#: owner take the rows' locks in the same order and cannot deadlock. Filled from the
+#: rows already there.
+_TERM_DF = """
+CREATE TABLE term_df (term TEXT PRIMARY KEY, n BIGINT NOT NULL);
+CREATE FUNCTION tether_df_move(delta bigint, lexemes text[]) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO term_df AS t (term, n)
+  SELECT l, delta * count(*) FROM unnest(lexemes) AS l GROUP BY l ORDER BY l
+  ON CONFLICT (term) DO UPDATE SET n = t.n + excluded.n
+$$;
+CREATE FUNCTION tether_df_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM tether_df_move(1, (SELECT array_agg(u.lexeme) FROM fresh, unnest(fresh.tsv) AS u));
+  RETURN NULL;
+END $$;
+CREATE FUNCTION tether_df_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM tether_df_move(-1, (SELECT array_agg(u.lexeme) FROM gone, unnest(gone.tsv) AS u));
+  RETURN NULL;
+END $$;
+CREATE FUNCTION tether_df_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO term_df AS t (term, n)
+  SELECT lexeme, sum(d) FROM (
+    SELECT u.lexeme, -1 AS d FROM gone, unnest(gone.tsv) AS u
+    UNION ALL SELECT u.lexeme, 1 FROM fresh, unnest(fresh.tsv) AS u
+  ) AS m GROUP BY lexeme HAVING sum(d) <> 0 ORDER BY lexeme
+  ON CONFLICT (term) DO UPDATE SET n = t.n + excluded.n;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER doc_df_insert AFTER INSERT ON doc REFERENCING NEW TABLE AS fresh
+  FOR EACH STATEMENT EXECUTE FUNCTION tether_df_insert();
+CREATE TRIGGER doc_df_delete AFTER DELETE ON doc REFERENCING OLD TABLE AS gone
+  FOR EACH STATEMENT EXECUTE FUNCTION tether_df_delete();
+CREATE TRIGGER doc_df_update AFTER UPDATE ON doc REFERENCING OLD TABLE AS gone
+  NEW TABLE AS fresh FOR EACH STATEMENT EXECUTE FUNCTION tether_df_update();
+INSERT INTO term_df (term, n)
+  SELECT u.lexeme, count(*) FROM doc, unnest(doc.tsv) AS u GROUP BY u.lexeme;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE index_cursor (
@@ -222,6 +267,8 @@ MIGRATIONS: tuple[str, ...] = (
     SWEEP_MODEL_STAGE,
     # 3: sentence vectors (``_VECTORS``).
     _VECTORS,
+    # 4: document frequencies per word (``_TERM_DF``).
+    _TERM_DF,
 )
 
 #: The version this tether knows.

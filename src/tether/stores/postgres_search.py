@@ -5,10 +5,12 @@ Matching is ``doc.tsv @@ tsquery`` under the GIN index, with the tokens FTS5 wou
 (``postgres_text``). Scoring is FTS5's own bm25, computed here the way its C code does
 (k1 = 1.2, b = 0.75; idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6; a row's
 length and the average are in tokens): N and the total length come from the counters
-kept with every write (``stat``), n by one count per term, the term frequency from the
-row's vector (``tether_tf``, which counts a phrase's runs as FTS5 does). Every constant
-and quotient that can be is computed in Python with the same floating-point operations
-as FTS5, so the scores agree to the last bit where the sums are taken in one order.
+kept with every write (``stat``), n of a word from ``term_df`` (kept by triggers,
+``postgres_schema``) and of a phrase or prefix by one count under the index, the term
+frequency from the row's vector (``tether_tf``, which counts a phrase's runs as FTS5
+does). Every constant and quotient that can be is computed in Python with the same
+floating-point operations as FTS5, so the scores agree to the last bit where the sums
+are taken in one order.
 """
 
 from __future__ import annotations
@@ -45,6 +47,35 @@ def _idf(n_rows: int, hits: int) -> float:
     return 1e-6 if idf <= 0.0 else idf
 
 
+def _word(r: text.Rendered) -> str | None:
+    """The one lexeme whose rows the term matches, when it is a plain word (not a phrase,
+    not a prefix): its count is then a row of ``term_df``."""
+    return r.tokens[0] if len(r.tokens) == 1 and not r.prefix else None
+
+
+def _matches(c: psycopg.Connection[Any], terms: Sequence[text.Rendered], cap: int) -> list[int]:
+    """How many rows each term matches (at most ``cap``): a word's count from ``term_df``
+    (one statement for them all), a phrase's or prefix's by counting under the index."""
+    words = sorted({w for r in terms if (w := _word(r)) is not None})
+    known: dict[str, int] = {}
+    if words:
+        known = dict(
+            c.execute("SELECT term, n FROM term_df WHERE term = ANY(%s)", (words,)).fetchall()
+        )
+    out: list[int] = []
+    for r in terms:
+        w = _word(r)
+        if w is not None:
+            out.append(min(int(known.get(w, 0)), cap))
+            continue
+        row = c.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
+            (r.query, cap),
+        ).fetchone()
+        out.append(int(row[0]) if row else 0)
+    return out
+
+
 def _only(only: Sequence[str] | None) -> tuple[str, list[object]]:
     if only is None:
         return "", []
@@ -71,18 +102,19 @@ def _ranked(
     where, extra = _only(only)
     parts: list[str] = []
     params: list[object] = []
-    for r in terms:
-        hits = c.execute("SELECT count(*) FROM doc WHERE tsv @@ %s::tsquery", (r.query,))
-        idf = _idf(n_rows, int(hits.fetchone()[0]))  # type: ignore[index]
+    for r, hits in zip(terms, _matches(c, terms, n_rows + 1), strict=True):
+        idf = _idf(n_rows, hits)
         w = r.weight if weights else 1.0
         tf, tf_params = _tf(r)
+        # OFFSET 0 fences the inner query, so its tf (a walk of the row's vector) is taken
+        # once a row, not once for each of the four places the formula below names it.
         # bm25's share of this term: idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl))
         share = "(%s * ((tf * %s) / (tf + %s * ((1 - %s::float8) + (%s * d.len::float8) / %s))))"
         parts.append(
             "SELECT id, CASE WHEN aside THEN %s * (%s * s) ELSE %s * s END AS s FROM"
             f" (SELECT d.id, d.aside, {share} AS s FROM"
             f"  (SELECT d.id, d.aside, d.len, {tf}::float8 AS tf"
-            f"   FROM doc AS d WHERE d.tsv @@ %s::tsquery{where}) AS d) AS t"
+            f"   FROM doc AS d WHERE d.tsv @@ %s::tsquery{where} OFFSET 0) AS d) AS t"
         )
         params += [w, aside, w, idf, K1 + 1.0, K1, B, B, avgdl or 1.0, *tf_params]
         params += [r.query, *extra]
@@ -166,17 +198,28 @@ def newest(
 def count_matches(
     c: psycopg.Connection[Any], queries: Sequence[SearchQuery], cap: int
 ) -> list[int]:
+    single: list[text.Rendered] = []  # a one-term query: its term (the common case)
+    where: list[int] = []
     out: list[int] = []
-    for q in queries:
-        match = text.whole(q)
-        if match is None:
+    for i, q in enumerate(queries):
+        rendered = text.render(q.terms)
+        if len(rendered) == 1 and rendered[0] is not None:
+            single.append(rendered[0])
+            where.append(i)
             out.append(0)
             continue
-        row = c.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
-            (match, cap),
-        ).fetchone()
+        match = text.whole(q)
+        row = (
+            None
+            if match is None
+            else c.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
+                (match, cap),
+            ).fetchone()
+        )
         out.append(int(row[0]) if row else 0)
+    for i, n in zip(where, _matches(c, single, cap), strict=True):
+        out[i] = n
     return out
 
 
