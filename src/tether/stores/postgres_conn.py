@@ -26,6 +26,7 @@ without its password) and what was being done.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -39,6 +40,9 @@ from tether.errors import StoreError
 from tether.stores import postgres_schema as schema
 
 T = TypeVar("T")
+# The pool logs every failed connection attempt while it retries; tether reports the
+# failure once, as a StoreError naming the database, so those lines are only noise.
+logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
 ATTEMPTS = 5
 SCHEMA_PREFIX = "tether_"
 _READ_ONLY = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
