@@ -1,6 +1,8 @@
 """Crash and race tests: real `tether` child processes, SIGKILLed at named crash points or
 held at named pause points while another process (or the test) writes. Each ends with no
-duplicate fact, journal entry or receipt, and nothing recreated after a wipe."""
+duplicate fact, journal entry or receipt, and nothing recreated after a wipe. Every test
+runs on both backends: the home's SQLite file, and PostgreSQL (an owner schema of its own
+in the run's database) where ``TETHER_TEST_POSTGRES`` is set."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ from typing import Any
 import pytest
 
 import daemon_helpers as child
+import pg_helpers
 from sweep_helpers import day_packet, fact, snapshot, write_stage
+from tether.config import load_config
 from tether.home import init_home
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.ports import SweepStore
+from tether.stores import open_sweep_store
 from tether.sweep import owners
 from tether.testing.pause import release, wait_reached
 
@@ -38,11 +43,20 @@ def spawn(home: Path, *args: str, now: str = DAY1, **extra: str) -> subprocess.P
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def home(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Path:
     h = tmp_path / "home"
     init_home(h)
     toml = h / "tether.toml"
-    toml.write_text(toml.read_text().replace("enabled = false", "enabled = true", 1))
+    text = toml.read_text().replace("enabled = false", "enabled = true", 1)
+    if backend == "postgres":
+        url = request.getfixturevalue("pg_url")
+        text = text.replace('url = ""', f'url = "{url}"\nowner = "{pg_helpers.new_owner("crash")}"')
+    toml.write_text(text)
+    if backend == "postgres":
+        migrated = tether(h, "store", "migrate")
+        assert migrated.returncode == 0, migrated.stderr
+        assert "store: postgresql" in migrated.stdout
+        assert load_config(h).store.postgres
     out = tether(
         h, "owner", "add", "alice", "--tz", "Europe/Paris", now="2026-11-01T08:00:00+00:00"
     )
@@ -57,8 +71,13 @@ def pause_dir(tmp_path: Path) -> Path:
     return d
 
 
+def sweep_store(home: Path) -> SweepStore:
+    """The home's sweep store, on whichever backend its tether.toml names."""
+    return open_sweep_store(home, load_config(home))
+
+
 def state(home: Path) -> dict[str, Any]:
-    store = SqliteSweepStore(home / "tether.db")
+    store = sweep_store(home)
     try:
         return snapshot(store, "alice")
     finally:
@@ -66,7 +85,7 @@ def state(home: Path) -> dict[str, Any]:
 
 
 def stage(home: Path, day: date, *cands: Any) -> None:
-    store = SqliteSweepStore(home / "tether.db")
+    store = sweep_store(home)
     try:
         o = owners.get(store, "alice")
     finally:
@@ -150,7 +169,10 @@ def test_a_secret_in_a_fact_survives_a_crash_redacted_and_once(home: Path) -> No
     # (the database, its WAL, telemetry) does.
     staging = home / "sweep" / "staging"
     kept = [p for p in home.rglob("*") if p.is_file() and staging not in p.parents]
-    assert any(p.name.startswith("tether.db") for p in kept)
+    if load_config(home).store.postgres:
+        assert token not in repr(s)  # nor the facts, journal or receipts on the server
+    else:
+        assert any(p.name.startswith("tether.db") for p in kept)
     assert not [p for p in kept if token.encode() in p.read_bytes()]
 
 
@@ -230,7 +252,7 @@ def test_source_generation_rollover_under_contention(
     )
     procs.append(runner)
     assert wait_reached(pause_dir, "sweep-before-complete")
-    store = SqliteSweepStore(home / "tether.db")
+    store = sweep_store(home)
     try:
         assert owners.roll_source_generation(store, "alice", 1) == 2
     finally:
