@@ -30,7 +30,7 @@ from tether.records import (
     SearchTerm,
     TextCell,
 )
-from tether.stores import postgres_schema
+from tether.stores import postgres_conn, postgres_schema
 from tether.stores.postgres import PostgresStore
 from tether.stores.postgres_conn import PgPool
 from tether.stores.postgres_sweep import PostgresSweepStore
@@ -253,6 +253,32 @@ def test_a_connection_killed_inside_a_sweep_transaction_rolls_it_all_back(pg_url
             )
         with sweep.transaction(write=False) as tx:
             assert [o.id for o in tx.owners()] == ["o1"]
+
+
+def test_connections_killed_while_pooled_are_replaced_not_reported(pg_url: str) -> None:
+    # A sweep worker's pool outlives server restarts: a connection the server terminated
+    # while it sat in the pool is replaced before a transaction, a listing of the owners
+    # or a store's migration check runs on it.
+    owner = pg_helpers.new_owner("live")
+    with PgPool(pg_url, max_size=2) as pool:
+        sweep = PostgresSweepStore(pg_url, owner, pool=pool)
+        with sweep.transaction() as tx:
+            tx.put_owner(Owner(id="o1", timezone_name="UTC", first_date=T0.date(), created_at=T0))
+        with sweep.transaction(write=False) as a, sweep.transaction(write=False) as b:
+            assert [o.id for o in a.owners()] == [o.id for o in b.owners()] == ["o1"]
+        for step in ("transaction", "owners", "open"):
+            _kill_others(pg_url, owner)  # both pooled connections are dead now
+            if step == "transaction":
+                with sweep.transaction(write=False) as tx:
+                    assert [o.id for o in tx.owners()] == ["o1"]
+            elif step == "owners":
+                assert postgres_conn.schema_of(owner) in [
+                    postgres_conn.schema_of(o) for o in pool.owner_schemas()
+                ]
+            else:
+                store = PostgresStore(pg_url, owner, pool=pool)
+                store.add_note("after the restart", untrusted=False, session=None, time=T0)
+                assert [n.text for n in store.notes()] == ["after the restart"]
 
 
 def _df(url: str, owner: str) -> tuple[dict[str, int], dict[str, int]]:
