@@ -40,7 +40,7 @@ from tether.stores import postgres_schema as schema
 from tether.stores import postgres_search as search
 from tether.stores.postgres_conn import PgStore
 from tether.stores.sqlite_vectors import DTYPE
-from tether.stores.vector_matrix import VectorMatrix, encode
+from tether.stores.vector_matrix import TableMatrix, VectorMatrix, encode
 
 if TYPE_CHECKING:
     from tether.ports import Matrix
@@ -137,9 +137,7 @@ class PostgresVectors:
             self.pg.close()
             raise
         self._cache = threading.Lock()
-        self._memory = VectorMatrix()  # the model's vectors (under ``_cache``)
-        self._model: str | None = None
-        self._gone = -1  # stat.vec_gone when last read
+        self._memory = TableMatrix()  # the model's vectors (under ``_cache``)
 
     def _find_ann(self, c: Conn) -> str | None:
         ext = pgvector_schema(c)
@@ -275,8 +273,8 @@ class PostgresVectors:
                 for r in c.execute("SELECT id FROM doc WHERE ref = ANY(%s)", (list(only),))
             ]
         with self._cache:
-            self._refresh(c, model, mid[0])
-            return dict(self._memory.nearest(query, k, docs=among))
+            matrix = self._refresh(c, model, mid[0])
+            return dict(matrix.nearest(query, k, docs=among))
 
     def _best_ann(
         self, c: Conn, mid: int, query: Matrix, k: int, only: Sequence[str] | None
@@ -293,37 +291,28 @@ class PostgresVectors:
             best.setdefault(int(doc), float(cos))
         return dict(list(best.items())[:k])
 
-    def _refresh(self, c: Conn, model: str, mid: int) -> None:
-        """Bring the in-memory matrix in step with the table (under ``_cache``, in the
-        search's snapshot)."""
-        gone = _one(c, "SELECT value FROM stat WHERE name = 'vec_gone'", ())
-        m = self._memory
-        if model != self._model:
-            self._model, self._gone = model, gone
-            m.clear()
-        if gone != self._gone:  # rows went: keep the vectors still there
-            ids = np.fromiter(
-                (
-                    r[0]
-                    for r in c.execute(
-                        "SELECT id FROM doc_vec WHERE model = %s AND id <= %s",
-                        (mid, m.last),
-                    )
-                ),
-                dtype=np.int64,
-            )
-            m.keep_only(ids)
-            self._gone = gone
-        while True:
-            batch = c.execute(
-                # By id (the primary key), the model filtered, not through (model, doc).
-                "SELECT id, doc, dtype, scale, vec FROM doc_vec"
-                " WHERE id > %s AND model + 0 = %s ORDER BY id LIMIT %s",
-                (m.last, mid, _LOAD_BATCH),
-            ).fetchall()
-            if not batch:
-                return
-            m.append_stored([(r[0], r[1], r[2], r[3], bytes(r[4])) for r in batch])
+    def _refresh(self, c: Conn, model: str, mid: int) -> VectorMatrix:
+        """The in-memory matrix in step with the table (under ``_cache``, in the search's
+        snapshot; see ``vector_matrix.TableMatrix``)."""
+        return self._memory.sync(
+            model,
+            _one(c, "SELECT value FROM stat WHERE name = 'vec_gone'", ()),
+            live_ids=lambda last: (
+                r[0]
+                for r in c.execute(
+                    "SELECT id FROM doc_vec WHERE model = %s AND id <= %s", (mid, last)
+                )
+            ),
+            added=lambda last: [
+                (r[0], r[1], r[2], r[3], bytes(r[4]))
+                for r in c.execute(
+                    # By id (the primary key), the model filtered, not through (model, doc).
+                    "SELECT id, doc, dtype, scale, vec FROM doc_vec"
+                    " WHERE id > %s AND model + 0 = %s ORDER BY id LIMIT %s",
+                    (last, mid, _LOAD_BATCH),
+                ).fetchall()
+            ],
+        )
 
 
 def _one(c: Conn, query: str, params: Sequence[object]) -> int:

@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
-import numpy as np
 
 from tether.errors import StoreError
 from tether.records import Found, VecSource, VectorCounts
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import MIGRATIONS
 from tether.stores.sqlite_file import SqliteFile, begun
-from tether.stores.vector_matrix import VectorMatrix, encode
+from tether.stores.vector_matrix import TableMatrix, VectorMatrix, encode
 
 if TYPE_CHECKING:
     from tether.ports import Matrix
@@ -55,9 +54,7 @@ class SqliteVectors(SqliteFile):
     busy_timeout_ms = 10_000
 
     def __init__(self, path: Path | str) -> None:
-        self._model: str | None = None
-        self._matrix = VectorMatrix()
-        self._gone = -1  # stat.vec_gone when the matrix was last checked
+        self._matrix = TableMatrix()
         self._cache = threading.Lock()
         super().__init__(path)
 
@@ -150,9 +147,9 @@ class SqliteVectors(SqliteFile):
         if k < 1:
             raise ValueError("k must be at least 1")
         with self._cache:
-            self._refresh(model)
+            matrix = self._refresh(model)
             docs = None if only is None else self._refs(only)
-            best = dict(self._matrix.nearest(query, k, docs=docs))
+            best = dict(matrix.nearest(query, k, docs=docs))
         found = self._rows_of(list(best))
         return [
             msgspec.structs.replace(found[d], score=best[d])
@@ -180,42 +177,32 @@ class SqliteVectors(SqliteFile):
             ).fetchall()
         return {int(r[0]): fts._found(r) for r in rows}
 
-    def _refresh(self, model: str) -> None:
-        """Bring the in-memory matrix in step with the table (under ``_cache``): the
-        vectors added since (by ``doc_vec.id``); when ``stat.vec_gone`` moved (a row
-        deleted or rewritten), the ids still there, and the others masked."""
+    def _refresh(self, model: str) -> VectorMatrix:
+        """The in-memory matrix in step with the table (under ``_cache``; see
+        ``vector_matrix.TableMatrix``)."""
         with self._read("loading vectors") as c:
             gone = int(c.execute("SELECT value FROM stat WHERE name = 'vec_gone'").fetchone()[0])
             mid = _model_id(c, model)
-            if mid is None or model != self._model:
-                self._model, self._gone = model, gone
-                self._matrix.clear()
-                if mid is None:
-                    return
-            if gone != self._gone:
-                ids = np.fromiter(
-                    (
-                        r[0]
-                        for r in c.execute(
-                            "SELECT id FROM doc_vec WHERE model = ? AND id <= ?",
-                            (mid, self._matrix.last),
-                        )
-                    ),
-                    dtype=np.int64,
-                )
-                self._matrix.keep_only(ids)
-                self._gone = gone
-            while True:
-                batch = c.execute(
+            if mid is None:
+                self._matrix.forget()
+                return self._matrix.matrix
+            return self._matrix.sync(
+                model,
+                gone,
+                live_ids=lambda last: (
+                    r[0]
+                    for r in c.execute(
+                        "SELECT id FROM doc_vec WHERE model = ? AND id <= ?", (mid, last)
+                    )
+                ),
+                added=lambda last: c.execute(
                     # By rowid (``+model``: not the (model, doc) index, which would
                     # sort every vector of the model on each query).
                     "SELECT id, doc, dtype, scale, vec FROM doc_vec"
                     " WHERE id > ? AND +model = ? ORDER BY id LIMIT ?",
-                    (self._matrix.last, mid, _LOAD_BATCH),
-                ).fetchall()
-                if not batch:
-                    return
-                self._matrix.append_stored(batch)
+                    (last, mid, _LOAD_BATCH),
+                ).fetchall(),
+            )
 
 
 def _json_list(items: Sequence[object]) -> str:

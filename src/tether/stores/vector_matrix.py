@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,6 +45,46 @@ _BLOCK = 16_384
 _TWO_THREADS_AT = 262_144
 #: Masked rows, as a share of the matrix, that make ``_squeeze`` compact it.
 _SQUEEZE_AT = 0.25
+
+
+class TableMatrix:
+    """One model's vectors of a ``doc_vec`` table held in a ``VectorMatrix`` and kept in
+    step with it, the same way on every backend; the adapter gives the reads
+    (``sync``). Not thread-safe: its owner serialises use."""
+
+    def __init__(self) -> None:
+        self.matrix = VectorMatrix()
+        self._model: str | None = None
+        self._gone = -1  # the table's ``stat.vec_gone`` when last in step
+
+    def sync(
+        self,
+        model: str,
+        gone: int,
+        *,
+        live_ids: Callable[[int], Iterable[int]],
+        added: Callable[[int], Sequence[Sequence[Any]]],
+    ) -> VectorMatrix:
+        """The matrix in step with the table: emptied for another ``model``; when the
+        table's ``gone`` counter moved (a row deleted or rewritten), every vector whose
+        id is not among ``live_ids(last)`` (the model's ids up to ``last``) masked; then
+        topped up with ``added(last)`` (rows ``(id, doc, dtype, scale, blob)`` after
+        ``last``, in id order, a batch a call, empty at the end)."""
+        m = self.matrix
+        if model != self._model:
+            self._model, self._gone = model, gone
+            m.clear()
+        if gone != self._gone:
+            m.keep_only(np.fromiter(live_ids(m.last), dtype=np.int64))
+            self._gone = gone
+        while batch := added(m.last):
+            m.append_stored(batch)
+        return m
+
+    def forget(self) -> None:
+        """Hold nothing (the table has no vectors of the model)."""
+        self._model, self._gone = None, -1
+        self.matrix.clear()
 
 
 class VectorMatrix:
