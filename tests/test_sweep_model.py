@@ -252,13 +252,14 @@ def test_a_malformed_or_half_written_stage_never_calls_the_model(
         window_id=w.window_id,
         source_generation=1,
     )
-    stage.write(home, invoked)
+    path.unlink()  # the unreadable record cleared, as the runbook says
+    assert stage.mark(stage.FileStages(home), invoked)
     assert day_status(home) == ("incomplete", "stage_missing")
     assert fake.requests == []
     # A power cut that tore the outcome appended after the mark: the torn line is not
     # read, so the day still says invoked, and the model is not called again.
     staged = msgspec.structs.replace(invoked, state="failed", reason="model_failed")
-    stage.settle(home, staged)
+    stage.outcome(stage.FileStages(home), staged)
     data = path.read_bytes()
     path.write_bytes(data[:-7])
     assert day_status(home) == ("incomplete", "stage_missing")

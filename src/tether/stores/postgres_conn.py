@@ -68,13 +68,6 @@ def schema_of(owner: str) -> str:
 _OWNER_SCHEMAS = "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s) ORDER BY 1"
 
 
-def owner_schemas(url: str) -> list[str]:
-    """The owners with a schema in the database at ``url``, sorted."""
-    with connect(url) as conn:
-        rows = conn.execute(_OWNER_SCHEMAS, (SCHEMA_PREFIX,)).fetchall()
-    return [r[0].removeprefix(SCHEMA_PREFIX) for r in rows]
-
-
 @contextlib.contextmanager
 def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
     """One plain connection (autocommit), errors as ``StoreError``."""

@@ -186,14 +186,3 @@ class FileStages:
 
     def drop(self, owner: str, local_date: date) -> None:
         path_of(self.home, owner, local_date).unlink(missing_ok=True)
-
-
-def write(home: Path, stage: StageFile) -> None:
-    """A new stage file holding ``stage`` alone, durably (the ``invoked`` mark)."""
-    FileStages(home).drop(stage.owner, stage.local_date)
-    mark(FileStages(home), stage)
-
-
-def settle(home: Path, stage: StageFile) -> None:
-    """Append the invocation's outcome (``staged`` or ``failed``) to its stage file."""
-    outcome(FileStages(home), stage)
