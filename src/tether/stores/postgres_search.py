@@ -68,12 +68,17 @@ def _matches(c: psycopg.Connection[Any], terms: Sequence[text.Rendered], cap: in
         if w is not None:
             out.append(min(int(known.get(w, 0)), cap))
             continue
-        row = c.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
-            (r.query, cap),
-        ).fetchone()
-        out.append(int(row[0]) if row else 0)
+        out.append(_capped_count(c, r.query, cap))
     return out
+
+
+def _capped_count(c: psycopg.Connection[Any], tsquery: str, cap: int) -> int:
+    """Rows matching ``tsquery`` under the index, counted up to ``cap``."""
+    row = c.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
+        (tsquery, cap),
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _only(only: Sequence[str] | None) -> tuple[str, list[object]]:
@@ -209,15 +214,7 @@ def count_matches(
             out.append(0)
             continue
         match = text.whole(q)
-        row = (
-            None
-            if match is None
-            else c.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
-                (match, cap),
-            ).fetchone()
-        )
-        out.append(int(row[0]) if row else 0)
+        out.append(0 if match is None else _capped_count(c, match, cap))
     for i, n in zip(where, _matches(c, single, cap), strict=True):
         out[i] = n
     return out
