@@ -111,17 +111,24 @@ def test_a_worker_sweeps_unstaged_days_from_the_store_with_the_model(
         assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
 
 
-def test_a_worker_killed_after_invoked_is_taken_over_without_a_second_call(
-    tmp_path: Path, db: str, fake: FakeLlama
-) -> None:
-    pg_url = db
-    tenant = pg_helpers.new_owner("i")
+def killed_at(tmp_path: Path, pg_url: str, fake: FakeLlama, point: str) -> tuple[str, Path]:
+    """A new owner with a day of turns in the store, the model's answers scripted, and a
+    worker SIGKILLed at ``point`` sweeping it (its lease 1 s); the owner and the config."""
+    tenant = pg_helpers.new_owner("k")
     home_day(tmp_path, pg_url, tenant)
     fake.script(excerpts())
     fake.script(page(CLUB))
     config = worker_config(tmp_path, fake)
-    killed = worker(pg_url, config, NOW.isoformat(), "--lease", "1", crash="sweep-after-invoked")
+    killed = worker(pg_url, config, NOW.isoformat(), "--lease", "1", crash=point)
     assert killed.returncode == -9, killed.stderr
+    return tenant, config
+
+
+def test_a_worker_killed_after_invoked_is_taken_over_without_a_second_call(
+    tmp_path: Path, db: str, fake: FakeLlama
+) -> None:
+    pg_url = db
+    tenant, config = killed_at(tmp_path, pg_url, fake, "sweep-after-invoked")
     assert stage_state(pg_url, tenant) == ["invoked"]
     assert fake.requests == []
     out = worker(pg_url, config, LATER)
@@ -138,13 +145,7 @@ def test_a_worker_killed_after_the_stage_applies_the_page_once(
     tmp_path: Path, db: str, fake: FakeLlama
 ) -> None:
     pg_url = db
-    tenant = pg_helpers.new_owner("s")
-    home_day(tmp_path, pg_url, tenant)
-    fake.script(excerpts())
-    fake.script(page(CLUB))
-    config = worker_config(tmp_path, fake)
-    killed = worker(pg_url, config, NOW.isoformat(), "--lease", "1", crash="sweep-after-stage")
-    assert killed.returncode == -9, killed.stderr
+    tenant, config = killed_at(tmp_path, pg_url, fake, "sweep-after-stage")
     assert stage_state(pg_url, tenant) == ["staged"]
     assert facts(pg_url, tenant) == []
     assert len(fake.requests) == 2
