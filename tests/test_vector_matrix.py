@@ -62,7 +62,7 @@ def test_the_int8_search_ranks_as_the_float32_product(
     if first_pass == "numpy":
         monkeypatch.setattr(vm, "_simd", None)
     elif vm._simd is None:
-        pytest.skip("simsimd is not installed")
+        pytest.skip("numkong is not installed")
     elif first_pass == "simd-two-threads":
         monkeypatch.setattr(vm, "_TWO_THREADS_AT", 1000)
     codes, scales, docs, centres = _corpus(6000)

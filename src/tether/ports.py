@@ -484,3 +484,9 @@ class VectorIndex(Protocol):
         """The ``k`` rows whose best part is nearest ``query`` (one vector), best first,
         ``score`` the cosine similarity; among the rows of the refs ``only`` if given."""
         ...
+
+    def maintain(self, model: str, *, progress: Progress | None = None) -> int:
+        """Bring what speeds up ``nearest`` in step with ``model``'s vectors (the
+        approximate graph at scale; nothing below it), off the query path; the vectors
+        it took in."""
+        ...

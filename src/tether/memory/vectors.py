@@ -13,7 +13,8 @@ and the two rankings fused (``core.ranking.blend``). What ``recall`` and
   whole replies (five times the owner's words on LongMemEval) cost four times the time.
 - ``embed_missing``: the indexer's loop, shared by the daemon and the CLI: rows without a
   vector, in id order, in batches, each batch committed (a kill loses at most one batch
-  and re-embeds nothing done).
+  and re-embeds nothing done), then the index's ``maintain`` (at scale, the approximate
+  graph that keeps searches from reading every vector).
 
 No LLM is called at query time: the embedder is a small local model.
 """
@@ -136,6 +137,7 @@ def embed_missing(
             progress.advance(len(rows))
         if after_batch is not None:
             after_batch(done)
+    vectors.index.maintain(vectors.model, progress=progress)
     vectors.refresh()
     return done
 

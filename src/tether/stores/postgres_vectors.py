@@ -40,10 +40,11 @@ from tether.stores import postgres_schema as schema
 from tether.stores import postgres_search as search
 from tether.stores.postgres_conn import PgStore
 from tether.stores.sqlite_vectors import DTYPE
+from tether.stores.vector_graph import GRAPH_FROM
 from tether.stores.vector_matrix import TableMatrix, VectorMatrix, encode
 
 if TYPE_CHECKING:
-    from tether.ports import Matrix
+    from tether.ports import Matrix, Progress
 
 Conn = psycopg.Connection[Any]
 #: Rows that never get a vector: tool calls are argument JSON, not something said.
@@ -123,7 +124,7 @@ def vector_text(vec: Any) -> str:
 class PostgresVectors:
     """``VectorIndex`` in one owner's schema (after ``PostgresStore`` migrated it)."""
 
-    def __init__(self, url: str, owner: str) -> None:
+    def __init__(self, url: str, owner: str, *, graph_from: int = GRAPH_FROM) -> None:
         self.pg = PgStore(url, owner, migrate=False, max_size=2)
         self.path = self.pg.where
         try:
@@ -137,7 +138,9 @@ class PostgresVectors:
             self.pg.close()
             raise
         self._cache = threading.Lock()
-        self._memory = TableMatrix()  # the model's vectors (under ``_cache``)
+        # The model's vectors (under ``_cache``); its graph is kept in memory only (a
+        # server has no file beside the store: rebuilt after a restart).
+        self._memory = TableMatrix(graph_from=graph_from)
 
     def _find_ann(self, c: Conn) -> str | None:
         ext = pgvector_schema(c)
@@ -275,6 +278,25 @@ class PostgresVectors:
         with self._cache:
             matrix = self._refresh(c, model, mid[0])
             return dict(matrix.nearest(query, k, docs=among))
+
+    def maintain(self, model: str, *, progress: Progress | None = None) -> int:
+        mid = self.pg.run("reading the vector model", lambda c: _model(c, model), write=False)
+        if mid is None or (mid[1] and self.ann is not None):
+            return 0  # pgvector's own index serves this model
+        with self._cache:
+            self.pg.run("loading vectors", lambda c: self._refresh(c, model, mid[0]), write=False)
+            todo = self._memory.graph_todo()
+        if not todo:
+            return 0
+        if progress is not None:
+            progress.stage("building the vector graph", todo)
+        done = 0
+        while True:  # a step at a time under the lock: searches go on between steps
+            with self._cache:
+                added = self._memory.grow_graph(progress=progress)
+            if not added:
+                return done
+            done += added
 
     def _best_ann(
         self, c: Conn, mid: int, query: Matrix, k: int, only: Sequence[str] | None

@@ -10,9 +10,13 @@ Search is brute force and exact over every vector of the model held in memory as
 (``vector_matrix.VectorMatrix``: 384 MB at a million rows), loaded on the first search
 and topped up on each from the vectors added since (by ``doc_vec.id``); a change of
 ``vec_gone`` (a row gone) masks the vectors no longer in the table (their ids read, not
-the vectors); a change of model reloads. No extension in SQLite, no index to build. The
-layout is portable (PostgreSQL can hold the same table, or pgvector where the server has
-it) behind the port.
+the vectors); a change of model reloads. No extension in SQLite. The layout is portable
+(PostgreSQL can hold the same table, or pgvector where the server has it) behind the port.
+
+From ``vector_graph.GRAPH_FROM`` vectors, ``maintain`` (the indexer's worker thread and
+``memory reindex --vectors``, never a query) grows an approximate graph over them, saved
+beside the store as ``<store file>.graph-<model hash>`` (a cache: a missing or foreign one
+is rebuilt) and on ``close``; searches then go through it (``vector_matrix``).
 
 Its own connection to the store's file (after ``SqliteStore`` has migrated it), so
 embedding and searching never wait on the store's lock.
@@ -21,6 +25,7 @@ embedding and searching never wait on the store's lock.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import sqlite3
 import threading
@@ -35,10 +40,11 @@ from tether.records import Found, VecSource, VectorCounts
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import MIGRATIONS
 from tether.stores.sqlite_file import SqliteFile, begun
+from tether.stores.vector_graph import GRAPH_FROM
 from tether.stores.vector_matrix import TableMatrix, VectorMatrix, encode
 
 if TYPE_CHECKING:
-    from tether.ports import Matrix
+    from tether.ports import Matrix, Progress
 
 #: Rows that never get a vector: tool calls are argument JSON, not something said.
 _TAKES_VECTOR = "(d.field IS NULL OR d.field != 'tool_call') AND d.text != ''"
@@ -53,10 +59,20 @@ class SqliteVectors(SqliteFile):
 
     busy_timeout_ms = 10_000
 
-    def __init__(self, path: Path | str) -> None:
-        self._matrix = TableMatrix()
+    def __init__(self, path: Path | str, *, graph_from: int = GRAPH_FROM) -> None:
+        self._matrix = TableMatrix(graph_file=self.graph_file, graph_from=graph_from)
         self._cache = threading.Lock()
         super().__init__(path)
+
+    def graph_file(self, model: str) -> Path:
+        """Where the approximate graph over ``model``'s vectors is saved."""
+        digest = hashlib.sha256(model.encode()).hexdigest()[:12]
+        return self.path.with_name(f"{self.path.name}.graph-{digest}")
+
+    def close(self) -> None:
+        with self._cache:
+            self._matrix.save_graph()
+        super().close()
 
     def _setup(self) -> None:
         with self._errors("cannot open the vectors"):
@@ -155,6 +171,23 @@ class SqliteVectors(SqliteFile):
             msgspec.structs.replace(found[d], score=best[d])
             for d in sorted(found, key=lambda d: -best[d])
         ]
+
+    def maintain(self, model: str, *, progress: Progress | None = None) -> int:
+        with self._cache:
+            self._refresh(model)
+            todo = self._matrix.graph_todo()
+        if not todo:
+            return 0
+        if progress is not None:
+            progress.stage("building the vector graph", todo)
+        done = 0
+        # A step at a time under the lock, so searches between steps are not held up.
+        while True:
+            with self._cache:
+                added = self._matrix.grow_graph(progress=progress)
+            if not added:
+                return done
+            done += added
 
     def _refs(self, only: Sequence[str]) -> list[int]:
         with self._read("reading rows by ref") as c:

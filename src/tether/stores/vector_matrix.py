@@ -11,32 +11,43 @@ in step; it does no I/O.
   are a quarter of the matrix.
 - Search (``nearest``) is exact and ranks as a float32 matrix of the decoded vectors
   would: a first pass scores every vector against the query cut to int8 (integer dot
-  products, SIMD through ``simsimd`` when it is installed, else numpy in blocks), whose
+  products, SIMD through ``numkong`` when it is installed, else numpy in blocks), whose
   error is bounded (``|codes . (q - q8)| * scale <= |vector| * |q - q8|``); every vector
   within twice that bound of the first pass's cut-off is rescored in float32, so the
-  vectors kept are the ones the float32 product keeps. One pass over 384 bytes a vector
-  and no index to build, persist or repair; ``benchmarks/RESULTS.md`` has the figures.
+  vectors kept are the ones the float32 product keeps. One pass over 384 bytes a vector;
+  ``benchmarks/RESULTS.md`` has the figures.
+- From ``vector_graph.GRAPH_FROM`` live vectors the store adapter grows an approximate
+  graph (``TableMatrix.grow_graph``, off the query path) and ``nearest`` asks it which
+  vectors to rescore instead of scanning them all; what the graph does not hold yet is
+  still scanned exactly, and every score still comes from the codes here. With a graph
+  the result is approximate (its agreement with the exact search is measured in
+  ``benchmarks/RESULTS.md``); without one, exact.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tether.stores.vector_graph import GRAPH_FROM, GraphMismatch, VectorGraph
+from tether.stores.vector_graph import available as graph_available
+
 _simd: Any
-try:  # SIMD int8 dot products; without it numpy does the same sums in float32 blocks
-    _simd = importlib.import_module("simsimd")
+try:  # SIMD int8 dot products (simsimd's successor); without it numpy does the same sums
+    _simd = importlib.import_module("numkong")
 except ImportError:  # pragma: no cover - the extra installs it
     _simd = None
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from tether.ports import Matrix
+    from tether.ports import Matrix, Progress
 
 #: Vectors scored per block by the numpy first pass (a 16k x 384 float32 block is 25 MB).
 _BLOCK = 16_384
@@ -45,6 +56,12 @@ _BLOCK = 16_384
 _TWO_THREADS_AT = 262_144
 #: Masked rows, as a share of the matrix, that make ``_squeeze`` compact it.
 _SQUEEZE_AT = 0.25
+#: Vectors a graph is grown by per step (the owner's lock is held for one step: ~0.7 s).
+GRAPH_STEP = 2_048
+#: Vectors added to a graph since it was saved that make ``grow_graph`` save it again.
+SAVE_EVERY = 100_000
+
+log = logging.getLogger(__name__)
 
 
 class TableMatrix:
@@ -52,10 +69,16 @@ class TableMatrix:
     step with it, the same way on every backend; the adapter gives the reads
     (``sync``). Not thread-safe: its owner serialises use."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, graph_file: Callable[[str], Path] | None = None, graph_from: int = GRAPH_FROM
+    ) -> None:
         self.matrix = VectorMatrix()
         self._model: str | None = None
         self._gone = -1  # the table's ``stat.vec_gone`` when last in step
+        #: Where a model's graph is saved (None: kept in memory only).
+        self._graph_file = graph_file
+        self.graph_from = graph_from
+        self._unsaved = 0  # vectors added to the graph since it was saved
 
     def sync(
         self,
@@ -71,7 +94,8 @@ class TableMatrix:
         topped up with ``added(last)`` (rows ``(id, doc, dtype, scale, blob)`` after
         ``last``, in id order, a batch a call, empty at the end)."""
         m = self.matrix
-        if model != self._model:
+        fresh = model != self._model
+        if fresh:
             self._model, self._gone = model, gone
             m.clear()
         if gone != self._gone:
@@ -79,12 +103,82 @@ class TableMatrix:
             self._gone = gone
         while batch := added(m.last):
             m.append_stored(batch)
+        if fresh:
+            self._load_graph(model)
         return m
 
     def forget(self) -> None:
         """Hold nothing (the table has no vectors of the model)."""
         self._model, self._gone = None, -1
         self.matrix.clear()
+
+    # -- the approximate graph ---------------------------------------------------------
+
+    def _path(self, model: str) -> Path | None:
+        return None if self._graph_file is None else self._graph_file(model)
+
+    def _load_graph(self, model: str) -> None:
+        """Attach the graph saved for ``model``, if there is one and it is this table's
+        (else it is left to ``grow_graph`` to rebuild, and said in the log)."""
+        path = self._path(model)
+        m = self.matrix
+        if path is None or not path.exists() or not graph_available() or not len(m):
+            return
+        try:
+            graph = VectorGraph.load(path, dim=m.dim, last=m.last, stored=m.decoded)
+        except (GraphMismatch, OSError, RuntimeError, ValueError) as exc:
+            log.warning("rebuilding the vector graph: %s", exc)
+            return
+        m.attach_graph(graph)
+
+    def grow_graph(self, limit: int | None = None, *, progress: Progress | None = None) -> int:
+        """Add up to ``limit`` vectors (None: all) the graph does not hold yet, one
+        ``GRAPH_STEP`` per call of the caller's loop; make the graph when the matrix
+        reaches ``graph_from`` live vectors; save it when ``SAVE_EVERY`` are unsaved or
+        it is whole. Vectors added (0: nothing to do). Run under the owner's lock."""
+        m = self.matrix
+        if self._model is None or not graph_available():
+            return 0
+        if m.graph is None:
+            if len(m) < self.graph_from:
+                return 0
+            m.attach_graph(VectorGraph(m.dim))
+        graph = m.graph
+        assert graph is not None
+        if graph.stale:  # a quarter dead: start again (exact search meanwhile)
+            graph = VectorGraph(m.dim)
+            m.attach_graph(graph)
+            self._unsaved = 0
+        want = GRAPH_STEP if limit is None else min(GRAPH_STEP, limit)
+        ids, vectors = m.live_after(graph.last, want)
+        graph.add(ids, vectors)
+        self._unsaved += len(ids)
+        if progress is not None and len(ids):
+            progress.advance(len(ids))
+        whole = graph.last >= m.last
+        if self._unsaved >= SAVE_EVERY or (whole and graph.dirty):
+            self.save_graph()
+        return len(ids)
+
+    def graph_todo(self) -> int:
+        """Vectors a ``grow_graph`` pass would add (0: none, or no graph is due)."""
+        m = self.matrix
+        if m.graph is None:
+            return len(m) if len(m) >= self.graph_from and graph_available() else 0
+        return m.live_count_after(m.graph.last)
+
+    def save_graph(self) -> None:
+        """Write the graph to its file if it changed since (a failure is logged: the
+        graph is a cache, rebuilt on the next start)."""
+        m = self.matrix
+        path = None if self._model is None else self._path(self._model)
+        if m.graph is None or path is None or not m.graph.dirty:
+            return
+        try:
+            m.graph.save(path)
+            self._unsaved = 0
+        except (OSError, RuntimeError) as exc:
+            log.warning("could not save the vector graph to %s: %s", path, exc)
 
 
 class VectorMatrix:
@@ -105,6 +199,14 @@ class VectorMatrix:
         self._dead = 0  # rows in use that are masked
         self._norm = 0.0  # the largest norm of a decoded vector (the first pass's bound)
         self._last = 0
+        #: An approximate graph over the vectors up to ``graph.last`` (None: exact only).
+        self.graph: VectorGraph | None = None
+
+    def attach_graph(self, graph: VectorGraph) -> None:
+        """Search through ``graph`` from now on, its keys not live here removed from it."""
+        keys = graph.keys()
+        graph.mark_dead(int((~np.isin(keys, self.ids())).sum()))
+        self.graph = graph
 
     # -- what is held ------------------------------------------------------------------
 
@@ -131,6 +233,40 @@ class VectorMatrix:
         """The live vectors' ids, ascending."""
         n = self._rows
         return self._ids[:n][self._live[:n]]
+
+    def _rows_of(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+        """The rows of those ``ids`` that are held and live (ids are ascending in rows)."""
+        n = self._rows
+        at = np.searchsorted(self._ids[:n], ids)
+        at = at[at < n]
+        at = at[np.isin(self._ids[at], ids)]
+        return at[self._live[at]]
+
+    def decoded(self, ids: npt.NDArray[np.int64]) -> list[npt.NDArray[np.float32] | None]:
+        """Each id's vector as decoded here, None for one not held or not live."""
+        out: list[npt.NDArray[np.float32] | None] = []
+        for vid in ids:
+            rows = self._rows_of(np.asarray([vid], dtype=np.int64))
+            out.append(
+                self._codes[rows[0]].astype(np.float32) * self._scales[rows[0]]
+                if len(rows)
+                else None
+            )
+        return out
+
+    def live_after(
+        self, last: int, limit: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Up to ``limit`` live vectors with ids above ``last``, decoded, in id order."""
+        n = self._rows
+        start = int(np.searchsorted(self._ids[:n], last, side="right"))
+        rows = start + np.flatnonzero(self._live[start:n])[:limit]
+        return self._ids[rows], self._codes[rows].astype(np.float32) * self._scales[rows, None]
+
+    def live_count_after(self, last: int) -> int:
+        n = self._rows
+        start = int(np.searchsorted(self._ids[:n], last, side="right"))
+        return int(self._live[start:n].sum())
 
     # -- keeping in step ---------------------------------------------------------------
 
@@ -198,6 +334,9 @@ class VectorMatrix:
     def _mask(self, gone: npt.NDArray[np.bool_]) -> int:
         count = int(gone.sum())
         if count:
+            if self.graph is not None:
+                held = self._ids[: self._rows][gone]
+                self.graph.mark_dead(int((held <= self.graph.last).sum()))
             self._live[: self._rows][gone] = False
             self._dead += count
             if self._dead > _SQUEEZE_AT * self._rows:
@@ -256,7 +395,10 @@ class VectorMatrix:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         want = min(count, k * 3)
-        rows = self._candidates(q, live, want)
+        if self.graph is not None and docs is None and len(self.graph):
+            rows = self._graph_candidates(q, live, want)
+        else:
+            rows = self._candidates(q, live, want)
         exact = (self._codes[rows].astype(np.float32) * self._scales[rows, None]) @ q
         order = np.argsort(-exact, kind="stable")[:want]
         best: dict[int, float] = {}
@@ -266,22 +408,43 @@ class VectorMatrix:
                 best[doc] = float(exact[i])
         return list(best.items())[:k]
 
-    def _candidates(
+    def _graph_candidates(
         self, q: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], want: int
     ) -> npt.NDArray[np.intp]:
-        """Rows that hold the ``want`` best live vectors for ``q`` (a superset: the first
-        pass's error bound is kept on both sides of its cut-off)."""
+        """Rows to rescore: what the graph finds, and the best of the vectors it does not
+        hold yet (an exact first pass over that tail)."""
+        graph = self.graph
+        assert graph is not None
+        rows = self._rows_of(graph.search(q, want))
+        n = self._rows
+        start = int(np.searchsorted(self._ids[:n], graph.last, side="right"))
+        held = int(live[start:n].sum())
+        if held:
+            rows = np.union1d(rows, self._candidates(q, live, min(want, held), start=start))
+        return rows
+
+    def _candidates(
+        self,
+        q: npt.NDArray[np.float32],
+        live: npt.NDArray[np.bool_],
+        want: int,
+        *,
+        start: int = 0,
+    ) -> npt.NDArray[np.intp]:
+        """Rows (from ``start`` on) that hold the ``want`` best live vectors for ``q`` (a
+        superset: the first pass's error bound is kept on both sides of its cut-off)."""
         top = float(np.abs(q).max()) or 1.0
         qs = top / 127.0
         q8 = np.clip(np.rint(q / qs), -127, 127).astype(np.int8)
         bound = float(np.linalg.norm(q - q8.astype(np.float32) * np.float32(qs))) * self._norm
-        approx = _dots(self._codes[: self._rows], q8) * (self._scales[: self._rows] * qs)
-        approx[~live] = -np.inf
+        n = self._rows
+        approx = _dots(self._codes[start:n], q8) * (self._scales[start:n] * qs)
+        approx[~live[start:n]] = -np.inf
         if want >= len(approx):
-            return np.flatnonzero(live)
+            return start + np.flatnonzero(live[start:n])
         cut = float(np.partition(approx, len(approx) - want)[len(approx) - want])
         # 1e-5: the float32 rounding of the first pass itself (scores are at most ~1).
-        return np.flatnonzero(approx >= cut - 2 * bound - 1e-5)
+        return start + np.flatnonzero(approx >= cut - 2 * bound - 1e-5)
 
 
 def _dots(codes: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArray[np.float32]:
