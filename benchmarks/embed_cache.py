@@ -67,7 +67,8 @@ class CachedEmbedder:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = list(self.known)
-        tmp = self.path.with_suffix(".tmp.npz")
+        # Per process: two runs saving at once must not write into one temporary file.
+        tmp = self.path.with_name(f"{self.path.stem}.{os.getpid()}.tmp.npz")
         np.savez(
             tmp,
             model=np.array(self.model_id),

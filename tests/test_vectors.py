@@ -226,6 +226,32 @@ def test_reindex_vectors_killed_resumes_without_re_embedding(
     assert doctor.returncode == 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_memory_page_recalls_with_vectors_once_the_rows_have_them(
+    home: Path, tick: Ticker, store: Store
+) -> None:
+    from ui_helpers import logged_in, serve_ui
+
+    _sessions(home, tick)
+    index_home(home, store)
+    question = "/recall?q=which+streaming+service+did+I+subscribe+to"
+    with serve_ui(home) as served:
+        client = logged_in(served, served.login)
+        try:
+            before = client.get(question)
+            assert before.status_code == 200
+            assert "(words only)" in before.text  # no vectors yet: lexical, and it says so
+            assert "Apple TV+" not in before.text
+            assert _cli(home, "memory", "reindex", "--vectors").returncode == 0
+            after = client.get(question)  # the same page process, vectors held open
+            assert "(words and meaning)" in after.text
+            first_hit = after.text.split('<tr class="hit">')[1]
+            assert "Apple TV+" in first_hit
+        finally:
+            client.close()
+
+
 OFFLINE = """
 import socket, sys
 def guard(event, args):

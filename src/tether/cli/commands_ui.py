@@ -4,23 +4,60 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import webbrowser
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from tether.cli.context import Context, pass_ctx
 
+if TYPE_CHECKING:
+    from tether.memory.vectors import Vectors
+
 
 def ui_services(ctx: Context) -> object:
-    """What the page is given: the home, its config, the usage zone and, where this tether
-    has ``session discard``, that command (run as the CLI runs it)."""
+    """What the page is given: the home, its config, the usage zone, recall's vectors
+    (``HeldVectors``) and, where this tether has ``session discard``, that command (run
+    as the CLI runs it)."""
     from tether.daemon.compose import home_zone
     from tether.ui.app import UiServices
 
     return UiServices(
-        home=ctx.home, config=ctx.config(), zone=home_zone, discard=discard_command(ctx)
+        home=ctx.home,
+        config=ctx.config(),
+        zone=home_zone,
+        discard=discard_command(ctx),
+        vectors=HeldVectors(ctx),
     )
+
+
+class HeldVectors:
+    """Recall's vectors for the page, as ``[recall] vectors`` says: opened by the first
+    recall (the page starts without loading a model), then held until ``close``. A
+    failure to open is the request's error, and the next recall tries again."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._lock = threading.Lock()
+        self._vectors: Vectors | None = None
+        self._opened = False
+
+    def __call__(self) -> Vectors | None:
+        from tether.daemon.vectors import open_vectors
+
+        with self._lock:
+            if not self._opened:
+                self._vectors = open_vectors(self._ctx.home, self._ctx.config())
+                self._opened = True
+            return self._vectors
+
+    def close(self) -> None:
+        with self._lock:
+            if self._vectors is not None:
+                self._vectors.index.close()
+            self._vectors, self._opened = None, False
 
 
 def discard_command(ctx: Context) -> Callable[[str], str] | None:
@@ -80,7 +117,11 @@ def ui_cmd(ctx: Context, port: int | None, no_open: bool) -> None:
     click.echo("(the address works once; Ctrl-C stops the page)", err=True)
     if not no_open:
         webbrowser.open(url)
-    asyncio.run(server_for(app).serve(sockets=[sock]))
+    try:
+        asyncio.run(server_for(app).serve(sockets=[sock]))
+    finally:
+        if isinstance(services.vectors, HeldVectors):
+            services.vectors.close()
 
 
 COMMANDS = [ui_cmd]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from http.cookies import SimpleCookie
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -30,6 +30,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tether.config import Config
 from tether.errors import NotFoundError, TetherError
 from tether.ui.auth import COOKIE, SESSION_TTL, UiAuth, csrf_ok, csrf_token
+
+if TYPE_CHECKING:
+    from tether.memory.vectors import Vectors
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -53,13 +56,16 @@ class UiServices:
 
     ``zone``: the home's local zone for usage, from the sweep store (the daemon's
     ``home_zone``). ``discard``: drops a session from the sweep as ``tether session
-    discard`` does, or None where that command does not exist (the action is hidden)."""
+    discard`` does, or None where that command does not exist (the action is hidden).
+    ``vectors``: recall's vectors, opened on the first recall and held for the page's
+    life (one matrix in memory, not one per request), or None: recall is lexical."""
 
     home: Path
     config: Config
     zone: Callable[[Any], str]
     discard: Callable[[str], str] | None = None
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    vectors: Callable[[], Vectors | None] = lambda: None
 
 
 def _refusal(status: int, title: str, text: str) -> HTMLResponse:

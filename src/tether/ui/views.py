@@ -109,11 +109,17 @@ def recall(s: UiServices, request: Request) -> View:
     query = request.query_params.get("q", "").strip()
     hits: list[dict[str, Any]] = []
     errors: list[tuple[str, str]] = []
+    fused = False
     if query:
         with store_of(s) as store:
             errors = [(sid, shown(p)) for sid, p in index_home(s.home, store).errors]
+            vectors = s.vectors()  # after the store is open: it migrates the file
+            if vectors is not None:
+                fused = vectors.refresh().complete  # rows indexed since may lack vectors
             with sweep_of(s) as sweep:
-                found = run_recall(store, query, 50, time=s.now(), home=s.home, sweep=sweep)
+                found = run_recall(
+                    store, query, 50, time=s.now(), home=s.home, sweep=sweep, vectors=vectors
+                )
         for h in found:
             label, href = _source(h.ref, h.session, h.turn)
             hits.append(
@@ -126,7 +132,7 @@ def recall(s: UiServices, request: Request) -> View:
                     "href": href,
                 }
             )
-    return "recall.html", {"q": query, "hits": hits, "errors": errors}
+    return "recall.html", {"q": query, "hits": hits, "errors": errors, "fused": fused}
 
 
 def memory(s: UiServices, _request: Request) -> View:
