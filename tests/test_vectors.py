@@ -165,6 +165,35 @@ def test_a_rewritten_row_loses_its_vector_and_is_embedded_again(
     assert hits[0].kind == "note"
 
 
+def test_a_row_redacted_while_it_was_being_embedded_keeps_no_vector_of_the_old_text(
+    home: Path, tick: Ticker, store: Store, vectors: Vectors
+) -> None:
+    from tether.records import TextCell
+
+    secret = "The vault code is 7741, next to the blue flowerpot."
+    store.add_note(secret, untrusted=False, session=None, time=NOW)
+    # The indexer reads the row and embeds it...
+    (row,) = vectors.index.missing_vectors(vectors.model, 10)
+    assert row.text == secret
+    embedded = vectors.embedder.embed([row.text])
+    # ...while a redaction rewrites it (what `memory scan --fix` does to a note).
+    cells: list[TextCell] = []
+    store.read_cells(lambda c: cells.append(c) if c.text == secret else None)
+    assert {c.kind for c in cells} == {"note", "index"}  # the note and its index row
+    made, _ = store.rewrite_cells([(c, "The vault code is [REDACTED].") for c in cells])
+    assert made == [True, True]
+    vectors.index.put_vectors(vectors.model, [(row.doc, embedded)], texts={row.doc: row.text})
+    # The old text's vector was not kept: the row is still missing, and the next pass
+    # embeds what the row says now.
+    (again,) = vectors.index.missing_vectors(vectors.model, 10)
+    assert again.doc == row.doc
+    assert again.text == "The vault code is [REDACTED]."
+    assert embed_missing(vectors) == 1
+    assert vectors.refresh().complete
+    hit = recall(store, "flowerpot vault", 1, time=NOW, vectors=vectors)
+    assert hit == [] or "7741" not in hit[0].text
+
+
 @pytest.mark.anyio
 async def test_the_daemon_embeds_a_turn_after_its_rows_land(home: Path, fake: FakeLlama) -> None:
     (home / "tether.toml").write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')

@@ -22,7 +22,7 @@ implements the same contract and passes the same tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -473,9 +473,18 @@ class VectorIndex(Protocol):
         ``model``."""
         ...
 
-    def put_vectors(self, model: str, rows: Sequence[tuple[int, Matrix]]) -> None:
+    def put_vectors(
+        self,
+        model: str,
+        rows: Sequence[tuple[int, Matrix]],
+        *,
+        texts: Mapping[int, str] | None = None,
+    ) -> None:
         """Store each doc id's vectors (one row per part of its text), replacing any it
-        had, in one transaction; a doc id no longer indexed is skipped."""
+        had, in one transaction; a doc id no longer indexed is skipped, and so, given
+        ``texts`` (each doc's text as embedded), is one whose text changed since (a
+        redaction raced the embedding: the old text's vector must not be kept; the row
+        stays missing and is embedded afresh)."""
         ...
 
     def nearest(

@@ -130,7 +130,7 @@ def embed_missing(
         for r, ps in zip(rows, pieces, strict=True):
             out.append((r.doc, matrix[at : at + len(ps)]))
             at += len(ps)
-        vectors.index.put_vectors(vectors.model, out)
+        vectors.index.put_vectors(vectors.model, out, texts={r.doc: r.text for r in rows})
         after = rows[-1].doc
         done += len(rows)
         if progress is not None:

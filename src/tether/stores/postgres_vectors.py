@@ -26,7 +26,7 @@ test server has no pgvector: that path's detection is tested, its search is not.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -191,7 +191,13 @@ class PostgresVectors:
         result: list[VecSource] = self.pg.run("finding rows without vectors", work, write=False)
         return result
 
-    def put_vectors(self, model: str, rows: Sequence[tuple[int, Matrix]]) -> None:
+    def put_vectors(
+        self,
+        model: str,
+        rows: Sequence[tuple[int, Matrix]],
+        *,
+        texts: Mapping[int, str] | None = None,
+    ) -> None:
         if not rows:
             return
         dim = int(rows[0][1].shape[1])
@@ -204,8 +210,9 @@ class PostgresVectors:
             alive = {
                 int(r[0])
                 for r in c.execute(
-                    "SELECT id FROM doc WHERE id = ANY(%s) ORDER BY id FOR SHARE", (docs,)
+                    "SELECT id, text FROM doc WHERE id = ANY(%s) ORDER BY id FOR SHARE", (docs,)
                 )
+                if texts is None or texts.get(int(r[0])) == r[1]
             }
             # A row's earlier vectors (another model's, or a lost race with another
             # indexer) are replaced whole; a same-model one gone counts as gone.

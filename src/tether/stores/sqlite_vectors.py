@@ -29,7 +29,7 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,7 +123,13 @@ class SqliteVectors(SqliteFile):
             ).fetchall()
         return [VecSource(doc=int(r[0]), text=str(r[1]), field=r[2]) for r in rows]
 
-    def put_vectors(self, model: str, rows: Sequence[tuple[int, Matrix]]) -> None:
+    def put_vectors(
+        self,
+        model: str,
+        rows: Sequence[tuple[int, Matrix]],
+        *,
+        texts: Mapping[int, str] | None = None,
+    ) -> None:
         if not rows:
             return
         dim = int(rows[0][1].shape[1])
@@ -133,7 +139,7 @@ class SqliteVectors(SqliteFile):
                 cur = c.execute("INSERT INTO vec_model (name, dim) VALUES (?, ?)", (model, dim))
                 mid = int(cur.lastrowid or 0)
             docs = [doc for doc, _ in rows]
-            alive = _alive(c, docs)
+            alive = _alive(c, docs, texts)
             # A row's earlier vectors (another model's, or a lost race with another
             # indexer) are replaced whole; a same-model one gone counts as gone.
             replaced = 0
@@ -247,10 +253,13 @@ def _model_id(c: sqlite3.Connection, model: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _alive(c: sqlite3.Connection, docs: Sequence[int]) -> set[int]:
+def _alive(c: sqlite3.Connection, docs: Sequence[int], texts: Mapping[int, str] | None) -> set[int]:
+    """The doc ids still indexed (and, given ``texts``, still holding that text)."""
     return {
         int(r[0])
         for r in c.execute(
-            "SELECT id FROM doc WHERE id IN (SELECT value FROM json_each(?))", (_json_list(docs),)
+            "SELECT id, text FROM doc WHERE id IN (SELECT value FROM json_each(?))",
+            (_json_list(docs),),
         )
+        if texts is None or texts.get(int(r[0])) == r[1]
     }
