@@ -129,6 +129,41 @@ def test_vectors_on_and_off_give_the_same_api(
     assert recall(store, "the of and", 3, time=NOW, vectors=vectors) == []
 
 
+def test_a_graph_grown_over_the_vectors_finds_what_the_exact_search_finds(
+    home: Path, tick: Ticker, store: Store, vectors: Vectors
+) -> None:
+    """Both backends' ``maintain`` (the product grows a graph from 250k vectors; here
+    from 8): after it, recall answers as the exact search did."""
+    from tether.ports import VectorIndex
+
+    _sessions(home, tick, rounds=3)
+    index_home(home, store)
+    embed_missing(vectors)  # below the product's threshold: no graph
+    questions = ["which streaming service did I subscribe to?", "brake squeal", "rice"]
+    exact = [[h.ref for h in recall(store, q, 5, time=NOW, vectors=vectors)] for q in questions]
+    config = load_config(home)
+    graphed: VectorIndex
+    if config.store.postgres:
+        from tether.stores.postgres_vectors import PostgresVectors
+
+        graphed = PostgresVectors(config.store.url, config.store.owner, graph_from=8)
+    else:
+        from tether.stores.sqlite_vectors import SqliteVectors
+
+        graphed = SqliteVectors(home / "tether.db", graph_from=8)
+    try:
+        assert graphed.maintain(vectors.model) == 6 * len(CHAT)
+        assert graphed.maintain(vectors.model) == 0
+        with_graph = Vectors(vectors.embedder, graphed)
+        got = [
+            [h.ref for h in recall(store, q, 5, time=NOW, vectors=with_graph)] for q in questions
+        ]
+        assert got == exact
+        assert got[0][0] == "turn:s0:4"  # the Apple TV+ turn
+    finally:
+        graphed.close()
+
+
 def test_a_model_change_re_embeds_every_row(
     home: Path, tick: Ticker, store: Store, vectors: Vectors
 ) -> None:

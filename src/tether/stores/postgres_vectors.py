@@ -290,20 +290,13 @@ class PostgresVectors:
         mid = self.pg.run("reading the vector model", lambda c: _model(c, model), write=False)
         if mid is None or (mid[1] and self.ann is not None):
             return 0  # pgvector's own index serves this model
-        with self._cache:
-            self.pg.run("loading vectors", lambda c: self._refresh(c, model, mid[0]), write=False)
-            todo = self._memory.graph_todo()
-        if not todo:
-            return 0
-        if progress is not None:
-            progress.stage("building the vector graph", todo)
-        done = 0
-        while True:  # a step at a time under the lock: searches go on between steps
-            with self._cache:
-                added = self._memory.grow_graph(progress=progress)
-            if not added:
-                return done
-            done += added
+        return self._memory.maintain(
+            self._cache,
+            lambda: self.pg.run(
+                "loading vectors", lambda c: self._refresh(c, model, mid[0]), write=False
+            ),
+            progress=progress,
+        )
 
     def _best_ann(
         self, c: Conn, mid: int, query: Matrix, k: int, only: Sequence[str] | None

@@ -179,21 +179,7 @@ class SqliteVectors(SqliteFile):
         ]
 
     def maintain(self, model: str, *, progress: Progress | None = None) -> int:
-        with self._cache:
-            self._refresh(model)
-            todo = self._matrix.graph_todo()
-        if not todo:
-            return 0
-        if progress is not None:
-            progress.stage("building the vector graph", todo)
-        done = 0
-        # A step at a time under the lock, so searches between steps are not held up.
-        while True:
-            with self._cache:
-                added = self._matrix.grow_graph(progress=progress)
-            if not added:
-                return done
-            done += added
+        return self._matrix.maintain(self._cache, lambda: self._refresh(model), progress=progress)
 
     def _refs(self, only: Sequence[str]) -> list[int]:
         with self._read("reading rows by ref") as c:

@@ -30,6 +30,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +131,31 @@ class TableMatrix:
             log.warning("rebuilding the vector graph: %s", exc)
             return
         m.attach_graph(graph)
+
+    def maintain(
+        self,
+        lock: AbstractContextManager[object],
+        refresh: Callable[[], object],
+        *,
+        progress: Progress | None = None,
+    ) -> int:
+        """``VectorIndex.maintain`` for both backends: under ``lock``, ``refresh`` (the
+        adapter's sync with its table), then the graph grown a step at a time, the lock
+        let go between steps so searches are not held up for the whole build."""
+        with lock:
+            refresh()
+            todo = self.graph_todo()
+        if not todo:
+            return 0
+        if progress is not None:
+            progress.stage("building the vector graph", todo)
+        done = 0
+        while True:
+            with lock:
+                added = self.grow_graph(progress=progress)
+            if not added:
+                return done
+            done += added
 
     def grow_graph(self, limit: int | None = None, *, progress: Progress | None = None) -> int:
         """Add up to ``limit`` vectors (None: all) the graph does not hold yet, one
