@@ -24,6 +24,7 @@ rebuilds then. The graph is a cache of the table: losing it costs the time to re
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,11 +35,17 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-_faiss: Any
-try:
-    _faiss = importlib.import_module("faiss")
-except ImportError:  # pragma: no cover - the extra installs it
-    _faiss = None
+_loaded: Any = None
+
+
+def _faiss() -> Any:
+    """faiss, imported when a graph is first made or loaded (a fifth of a second that a
+    store below ``GRAPH_FROM`` never pays)."""
+    global _loaded  # noqa: PLW0603 (a module imported once)
+    if _loaded is None:
+        _loaded = importlib.import_module("faiss")
+    return _loaded
+
 
 #: Live vectors from which a store grows a graph (below, the exact scan takes < 8 ms).
 GRAPH_FROM = 250_000
@@ -57,7 +64,7 @@ _SPOT_CHECKS = 16
 
 
 def available() -> bool:
-    return _faiss is not None
+    return importlib.util.find_spec("faiss") is not None
 
 
 class GraphMismatch(ValueError):
@@ -69,19 +76,18 @@ class VectorGraph:
     matrix's owner serialises use."""
 
     def __init__(self, dim: int, index: Any = None) -> None:
-        if _faiss is None:  # pragma: no cover - the extra installs it
-            raise RuntimeError("faiss is not installed")
+        faiss = _faiss()
         self.dim = dim
         if index is None:
-            base = _faiss.IndexHNSWSQ(
-                dim, _faiss.ScalarQuantizer.QT_8bit_uniform, LINKS, _faiss.METRIC_INNER_PRODUCT
+            base = faiss.IndexHNSWSQ(
+                dim, faiss.ScalarQuantizer.QT_8bit_uniform, LINKS, faiss.METRIC_INNER_PRODUCT
             )
             base.hnsw.efConstruction = EXPANSION_ADD
             # The quantiser's range: every component of a unit vector is in [-1, 1].
             base.train(np.stack([-np.ones(dim, np.float32), np.ones(dim, np.float32)]))
-            index = _faiss.IndexIDMap(base)
+            index = faiss.IndexIDMap(base)
         self._index = index
-        self._base = _faiss.downcast_index(index.index)
+        self._base = faiss.downcast_index(index.index)
         keys = self.keys()
         #: The highest vector id added (0: none); the matrix scans what is after it.
         self.last = int(keys[-1]) if len(keys) else 0
@@ -125,7 +131,7 @@ class VectorGraph:
         """Every id added, ascending (added in id order)."""
         if not self._index.ntotal:
             return np.zeros(0, dtype=np.int64)
-        return np.asarray(_faiss.vector_to_array(self._index.id_map), dtype=np.int64)
+        return np.asarray(_faiss().vector_to_array(self._index.id_map), dtype=np.int64)
 
     def vectors_of(self, ids: npt.NDArray[np.int64]) -> list[npt.NDArray[np.float32] | None]:
         """The graph's own (quantised) vectors under ``ids``; None for one it lacks."""
@@ -143,7 +149,7 @@ class VectorGraph:
         """Write the graph to ``path`` whole (a temporary file renamed over it)."""
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            _faiss.write_index(self._index, str(tmp))
+            _faiss().write_index(self._index, str(tmp))
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -164,11 +170,10 @@ class VectorGraph:
         size, ``last`` the highest id the table has, ``stored(ids)`` the table's decoded
         vectors under ``ids`` (None for an id it does not hold). ``GraphMismatch`` when
         the file is not this table's; ``OSError`` / ``RuntimeError`` when unreadable."""
-        if _faiss is None:  # pragma: no cover - the extra installs it
-            raise RuntimeError("faiss is not installed")
-        index = _faiss.read_index(str(path))
-        if not isinstance(index, _faiss.IndexIDMap) or not isinstance(
-            _faiss.downcast_index(index.index), _faiss.IndexHNSWSQ
+        faiss = _faiss()
+        index = faiss.read_index(str(path))
+        if not isinstance(index, faiss.IndexIDMap) or not isinstance(
+            faiss.downcast_index(index.index), faiss.IndexHNSWSQ
         ):
             raise GraphMismatch(f"{path} is not a vector graph")
         if int(index.d) != dim:
