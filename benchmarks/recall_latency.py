@@ -22,7 +22,7 @@ search and the query embedding at any size honestly but says nothing of quality 
 known-item figure then). Also printed: the vectors' size per 100k turns.
 
     .venv/bin/python benchmarks/recall_latency.py [--turns 100000 1000000] [--queries 300]
-        [--vectors real|synthetic]
+        [--vectors real|synthetic] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -425,9 +425,17 @@ def main() -> None:
     parser.add_argument("--session-turns", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--vectors", choices=("real", "synthetic"), default=None)
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="build the homes in this (new) folder and keep them"
+    )
     args = parser.parse_args()
     for turns in args.turns:
-        with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        with (
+            tempfile.TemporaryDirectory(prefix="tether-bench-")
+            if args.keep is None
+            else nullcontext(str(args.keep))
+        ) as tmp:
+            Path(tmp).mkdir(parents=True, exist_ok=True)
             bench(
                 turns, args.queries, args.session_turns, args.seed, Path(tmp), vectors=args.vectors
             )
