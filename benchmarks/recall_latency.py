@@ -213,7 +213,12 @@ def bench_vectors(
 
     model = embedder.load()
     index = SqliteVectors(home / "tether.db")
-    size_before = sum(p.stat().st_size for p in home.glob("tether.db*"))
+
+    def store_bytes() -> int:  # the SQLite file, its WAL and journal; not the graph
+        return sum(p.stat().st_size for p in home.glob("tether.db*") if ".graph-" not in p.name)
+
+    size_before = store_bytes()
+    had = index.vector_counts(model.model_id).done
     try:
         vectors = Vectors(model, index)
         start = time.perf_counter()
@@ -246,14 +251,23 @@ def bench_vectors(
                 note="HNSW over the vectors (stores/vector_graph.py), built once, saved",
             )
         store.optimize_index()
-        size = sum(p.stat().st_size for p in home.glob("tether.db*")) - size_before
-        emit(
-            figure="vector_mb_per_100k_turns",
-            turns=turns,
-            value=round(size / 2**20 * 100_000 / turns, 1),
-            rows=vectors.counts.done,
-            dtype="int8 + scale",
-        )
+        if not had:  # (a kept home that had its vectors already: nothing new to weigh)
+            size = store_bytes() - size_before
+            emit(
+                figure="vector_mb_per_100k_turns",
+                turns=turns,
+                value=round(size / 2**20 * 100_000 / turns, 1),
+                rows=vectors.counts.done,
+                dtype="int8 + scale",
+            )
+        graph = index.graph_file(model.model_id)
+        if graph.exists():
+            emit(
+                figure="vector_graph_mb_per_100k_turns",
+                turns=turns,
+                value=round(graph.stat().st_size / 2**20 * 100_000 / turns, 1),
+                note="the saved graph file beside the store",
+            )
         for q, _, _ in questions[:20]:  # load the matrix, warm the caches
             recall(store, q, K, time=T0, vectors=vectors)
         embed_ms: list[float] = []
@@ -291,7 +305,7 @@ def bench_vectors(
                 embed_query_ms=round(percentile(embed_ms, p), 2),
                 nearest_200_ms=round(percentile(nearest, p), 2),
                 nearest_200_exact_scan_ms=round(percentile(exact, p), 2),
-                graph=grown > 0,
+                graph=index.graph_file(model.model_id).exists(),
             )
         if mode == "real":
             emit(
@@ -316,8 +330,25 @@ def bench(
 ) -> None:
     corpus = Corpus(seed)
     home = tmp / f"home-{turns}"
-    init_home(home)
     src = tmp / f"import-{turns}.jsonl"
+    if (home / "tether.db").exists() and src.exists():  # kept by an earlier --keep run
+        users = [json.loads(line)["text"] for line in src.open() if '"role": "user"' in line]
+        store = SqliteStore(home / "tether.db")
+        try:
+            measure(
+                home,
+                store,
+                corpus=corpus,
+                users=users,
+                turns=turns,
+                n_queries=n_queries,
+                per_session=per_session,
+                vectors=vectors,
+            )
+        finally:
+            store.close()
+        return
+    init_home(home)
     start = time.perf_counter()
     users = write_import(src, corpus, turns, per_session)
     generate_s = time.perf_counter() - start
@@ -350,69 +381,93 @@ def bench(
             indexed_rows=report.indexed_rows,
             db_mb=round(size / 2**20),
         )
-        emit(
-            figure="index_pass_nothing_new_ms",
+        measure(
+            home,
+            store,
+            corpus=corpus,
+            users=users,
             turns=turns,
-            value=round(timed(lambda: index_home(home, store)), 1),
-            note="what `memory recall` pays first on an up-to-date home",
+            n_queries=n_queries,
+            per_session=per_session,
+            vectors=vectors,
         )
-
-        questions = list(make_queries(corpus, users, n_queries))
-        turn_of = {i: (f"s{i // per_session:07d}", i % per_session + 1) for i in range(turns)}
-        conn = sqlite3.connect(home / "tether.db")
-        try:
-            for q, _, rare in questions[:20]:  # warm the page cache for everyone alike
-                recall(store, q, K, time=T0)
-                conn.execute(RAW, (sqlite_fts.term(SearchTerm(rare)), K)).fetchall()
-            ours: list[float] = []
-            found = known = 0
-            for q, target, _ in questions:
-                start = time.perf_counter()
-                hits = recall(store, q, K, time=T0)
-                ours.append((time.perf_counter() - start) * 1000)
-                if target >= 0:
-                    known += 1
-                    found += turn_of[target] in {(h.session, h.turn) for h in hits}
-            single: list[float] = []
-            for _, _, rare in questions:
-                start = time.perf_counter()
-                conn.execute(RAW, (sqlite_fts.term(SearchTerm(rare)), K)).fetchall()
-                single.append((time.perf_counter() - start) * 1000)
-            naive: list[float] = []
-            for q, _, _ in questions[: max(20, n_queries // 5)]:
-                start = time.perf_counter()
-                store.search(query.plain(q) or SearchQuery(), K * 4)
-                naive.append((time.perf_counter() - start) * 1000)
-        finally:
-            conn.close()
-        for p in (50, 99):
-            value, base = percentile(ours, p), percentile(single, p)
-            emit(
-                figure=f"recall_ms_p{p}",
-                turns=turns,
-                value=round(value, 2),
-                queries=len(ours),
-                k=K,
-                goal="p50 < 5, p99 < 25 at 1M turns",
-                baseline="raw single-term FTS5 MATCH (rarest word), bm25, LIMIT k",
-                baseline_value=round(base, 2),
-                ratio=round(value / base, 2),
-                naive_or_all_terms_ms=round(percentile(naive, p), 2),
-            )
-        emit(
-            figure="recall_target_in_top5",
-            turns=turns,
-            value=round(found / known, 3),
-            queries=known,
-            note="known-item questions: the asked-about turn is in the top 5",
-        )
-        emit(figure="recall_ms_mean", turns=turns, value=round(statistics.fmean(ours), 2))
-        if vectors is not None:
-            bench_vectors(
-                vectors, home=home, store=store, questions=questions, turn_of=turn_of, turns=turns
-            )
     finally:
         store.close()
+
+
+def measure(
+    home: Path,
+    store: SqliteStore,
+    *,
+    corpus: Corpus,
+    users: list[str],
+    turns: int,
+    n_queries: int,
+    per_session: int,
+    vectors: str | None,
+) -> None:
+    """The recall figures on a built home (lexical, then with vectors if asked)."""
+    emit(
+        figure="index_pass_nothing_new_ms",
+        turns=turns,
+        value=round(timed(lambda: index_home(home, store)), 1),
+        note="what `memory recall` pays first on an up-to-date home",
+    )
+
+    questions = list(make_queries(corpus, users, n_queries))
+    turn_of = {i: (f"s{i // per_session:07d}", i % per_session + 1) for i in range(turns)}
+    conn = sqlite3.connect(home / "tether.db")
+    try:
+        for q, _, rare in questions[:20]:  # warm the page cache for everyone alike
+            recall(store, q, K, time=T0)
+            conn.execute(RAW, (sqlite_fts.term(SearchTerm(rare)), K)).fetchall()
+        ours: list[float] = []
+        found = known = 0
+        for q, target, _ in questions:
+            start = time.perf_counter()
+            hits = recall(store, q, K, time=T0)
+            ours.append((time.perf_counter() - start) * 1000)
+            if target >= 0:
+                known += 1
+                found += turn_of[target] in {(h.session, h.turn) for h in hits}
+        single: list[float] = []
+        for _, _, rare in questions:
+            start = time.perf_counter()
+            conn.execute(RAW, (sqlite_fts.term(SearchTerm(rare)), K)).fetchall()
+            single.append((time.perf_counter() - start) * 1000)
+        naive: list[float] = []
+        for q, _, _ in questions[: max(20, n_queries // 5)]:
+            start = time.perf_counter()
+            store.search(query.plain(q) or SearchQuery(), K * 4)
+            naive.append((time.perf_counter() - start) * 1000)
+    finally:
+        conn.close()
+    for p in (50, 99):
+        value, base = percentile(ours, p), percentile(single, p)
+        emit(
+            figure=f"recall_ms_p{p}",
+            turns=turns,
+            value=round(value, 2),
+            queries=len(ours),
+            k=K,
+            goal="p50 < 5, p99 < 25 at 1M turns",
+            baseline="raw single-term FTS5 MATCH (rarest word), bm25, LIMIT k",
+            baseline_value=round(base, 2),
+            ratio=round(value / base, 2),
+            naive_or_all_terms_ms=round(percentile(naive, p), 2),
+        )
+    emit(
+        figure="recall_target_in_top5",
+        turns=turns,
+        value=round(found / known, 3),
+        queries=known,
+        note="known-item questions: the asked-about turn is in the top 5",
+    )
+    emit(figure="recall_ms_mean", turns=turns, value=round(statistics.fmean(ours), 2))
+    if vectors is not None:
+        bench_vectors(
+            vectors, home=home, store=store, questions=questions, turn_of=turn_of, turns=turns
+        )
 
 
 RAW = "SELECT rowid, bm25(doc_fts) AS s FROM doc_fts WHERE doc_fts MATCH ? ORDER BY s LIMIT ?"

@@ -168,6 +168,28 @@ def test_a_saved_graph_is_reused_after_a_restart(home: Path) -> None:
         again.close()
 
 
+def test_a_turns_few_vectors_are_saved_on_close_not_by_rewriting_the_graph(home: Path) -> None:
+    db = home / "tether.db"
+    index = SqliteVectors(db, graph_from=GRAPH_FROM)
+    vecs = _fill(index)
+    index.maintain(MODEL)
+    saved = index.graph_file(MODEL)
+    stamp = saved.stat().st_mtime_ns
+    q = _queries()[0]
+    doc = next(iter(vecs))
+    index.put_vectors(MODEL, [(doc, q[None, :])])  # what one turn adds
+    assert index.maintain(MODEL) == 1
+    assert saved.stat().st_mtime_ns == stamp  # not the whole file again for one vector
+    index.close()
+    assert saved.stat().st_mtime_ns != stamp  # saved on close
+    again = SqliteVectors(db, graph_from=GRAPH_FROM)
+    try:
+        assert again.maintain(MODEL) == 0  # the vector is in the saved graph
+        assert _docs(again, q, 1)[0][0] == doc
+    finally:
+        again.close()
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another store's"])
 def test_a_damaged_or_foreign_graph_is_rebuilt_not_trusted(
     home: Path, tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture

@@ -59,7 +59,10 @@ _TWO_THREADS_AT = 262_144
 _SQUEEZE_AT = 0.25
 #: Vectors a graph is grown by per step (the owner's lock is held for one step: ~0.7 s).
 GRAPH_STEP = 2_048
-#: Vectors added to a graph since it was saved that make ``grow_graph`` save it again.
+#: Vectors added to a graph since it was saved that make ``grow_graph`` save it again
+#: (or half the graph's size, if more: a save writes the whole graph, ~500 B a vector,
+#: so what a build writes stays within twice the final file; between saves a kill
+#: loses only the graph's growth, which the next ``maintain`` redoes).
 SAVE_EVERY = 100_000
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,7 @@ class TableMatrix:
         self._graph_file = graph_file
         self.graph_from = graph_from
         self._unsaved = 0  # vectors added to the graph since it was saved
+        self._building = False  # a graph made here and not yet saved whole
 
     def sync(
         self,
@@ -123,7 +127,9 @@ class TableMatrix:
         (else it is left to ``grow_graph`` to rebuild, and said in the log)."""
         path = self._path(model)
         m = self.matrix
-        if path is None or not path.exists() or not graph_available() or not len(m):
+        if path is None or not path.exists() or not graph_available():
+            return
+        if len(m) < self.graph_from:  # exact below the threshold, a saved graph or not
             return
         try:
             graph = VectorGraph.load(path, dim=m.dim, last=m.last, stored=m.decoded)
@@ -160,8 +166,10 @@ class TableMatrix:
     def grow_graph(self, limit: int | None = None, *, progress: Progress | None = None) -> int:
         """Add up to ``limit`` vectors (None: all) the graph does not hold yet, one
         ``GRAPH_STEP`` per call of the caller's loop; make the graph when the matrix
-        reaches ``graph_from`` live vectors; save it when ``SAVE_EVERY`` are unsaved or
-        it is whole. Vectors added (0: nothing to do). Run under the owner's lock."""
+        reaches ``graph_from`` live vectors; save it when a graph made here is whole, and
+        when ``SAVE_EVERY`` (or half the graph) are unsaved; the few vectors a turn adds
+        are saved on close. Vectors added (0: nothing to do). Run under the owner's
+        lock."""
         m = self.matrix
         if self._model is None or not graph_available():
             return 0
@@ -169,21 +177,23 @@ class TableMatrix:
             if len(m) < self.graph_from:
                 return 0
             m.attach_graph(VectorGraph(m.dim))
+            self._building, self._unsaved = True, 0
         graph = m.graph
         assert graph is not None
         if graph.stale:  # a quarter dead: start again (exact search meanwhile)
             graph = VectorGraph(m.dim)
             m.attach_graph(graph)
-            self._unsaved = 0
+            self._building, self._unsaved = True, 0
         want = GRAPH_STEP if limit is None else min(GRAPH_STEP, limit)
         ids, vectors = m.live_after(graph.last, want)
         graph.add(ids, vectors)
         self._unsaved += len(ids)
         if progress is not None and len(ids):
             progress.advance(len(ids))
-        whole = graph.last >= m.last
-        if self._unsaved >= SAVE_EVERY or (whole and graph.dirty):
+        whole = m.live_count_after(graph.last) == 0
+        if self._unsaved >= max(SAVE_EVERY, len(graph) // 2) or (whole and self._building):
             self.save_graph()
+            self._building = False
         return len(ids)
 
     def graph_todo(self) -> int:
@@ -414,9 +424,10 @@ class VectorMatrix:
             raise ValueError("k must be at least 1")
         n = self._rows
         live = self._live[:n]
+        count = len(self)  # kept as rows are masked: a sum over every row costs ~1 ms at 2M
         if docs is not None:
             live = live & np.isin(self._docs[:n], np.asarray(list(docs), dtype=np.int64))
-        count = int(live.sum())
+            count = int(live.sum())
         if not count:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
