@@ -333,54 +333,10 @@ def bench(
     src = tmp / f"import-{turns}.jsonl"
     if (home / "tether.db").exists() and src.exists():  # kept by an earlier --keep run
         users = [json.loads(line)["text"] for line in src.open() if '"role": "user"' in line]
-        store = SqliteStore(home / "tether.db")
-        try:
-            measure(
-                home,
-                store,
-                corpus=corpus,
-                users=users,
-                turns=turns,
-                n_queries=n_queries,
-                per_session=per_session,
-                vectors=vectors,
-            )
-        finally:
-            store.close()
-        return
-    init_home(home)
-    start = time.perf_counter()
-    users = write_import(src, corpus, turns, per_session)
-    generate_s = time.perf_counter() - start
-
+    else:
+        users = build(home, src, corpus, turns=turns, per_session=per_session, tmp=tmp)
     store = SqliteStore(home / "tether.db")
     try:
-        start = time.perf_counter()
-        report = import_jsonl(home, src, now=T0, config=Config(), store=lambda: nullcontext(store))
-        import_s = time.perf_counter() - start
-        raw_dir = tmp / f"raw-{turns}"
-        raw_dir.mkdir()
-        raw_s = raw_append_baseline(src, raw_dir)
-        rate, raw_rate = turns / import_s, turns / raw_s
-        emit(
-            figure="import_turns_per_s",
-            turns=turns,
-            value=round(rate),
-            includes="validate, session files with fsync, FTS index",
-            baseline="plain appends + one fsync per session file",
-            baseline_value=round(raw_rate),
-            ratio=round(rate / raw_rate, 3),
-        )
-        size = sum(p.stat().st_size for p in home.glob("tether.db*"))
-        emit(
-            figure="build_s",
-            turns=turns,
-            value=round(generate_s + import_s, 1),
-            generate_s=round(generate_s, 1),
-            import_and_index_s=round(import_s, 1),
-            indexed_rows=report.indexed_rows,
-            db_mb=round(size / 2**20),
-        )
         measure(
             home,
             store,
@@ -393,6 +349,47 @@ def bench(
         )
     finally:
         store.close()
+
+
+def build(
+    home: Path, src: Path, corpus: Corpus, *, turns: int, per_session: int, tmp: Path
+) -> list[str]:
+    """The home imported from a generated file, with the import figures; the users' lines."""
+    init_home(home)
+    start = time.perf_counter()
+    users = write_import(src, corpus, turns, per_session)
+    generate_s = time.perf_counter() - start
+    store = SqliteStore(home / "tether.db")
+    try:
+        start = time.perf_counter()
+        report = import_jsonl(home, src, now=T0, config=Config(), store=lambda: nullcontext(store))
+        import_s = time.perf_counter() - start
+    finally:
+        store.close()
+    raw_dir = tmp / f"raw-{turns}"
+    raw_dir.mkdir()
+    raw_s = raw_append_baseline(src, raw_dir)
+    rate, raw_rate = turns / import_s, turns / raw_s
+    emit(
+        figure="import_turns_per_s",
+        turns=turns,
+        value=round(rate),
+        includes="validate, session files with fsync, FTS index",
+        baseline="plain appends + one fsync per session file",
+        baseline_value=round(raw_rate),
+        ratio=round(rate / raw_rate, 3),
+    )
+    size = sum(p.stat().st_size for p in home.glob("tether.db*"))
+    emit(
+        figure="build_s",
+        turns=turns,
+        value=round(generate_s + import_s, 1),
+        generate_s=round(generate_s, 1),
+        import_and_index_s=round(import_s, 1),
+        indexed_rows=report.indexed_rows,
+        db_mb=round(size / 2**20),
+    )
+    return users
 
 
 def measure(
