@@ -40,8 +40,9 @@ from tether.stores import postgres_schema as schema
 from tether.stores import postgres_search as search
 from tether.stores.postgres_conn import PgStore
 from tether.stores.sqlite_vectors import DTYPE
+from tether.stores.table_matrix import TableMatrix
 from tether.stores.vector_graph import GRAPH_FROM
-from tether.stores.vector_matrix import TableMatrix, VectorMatrix, encode
+from tether.stores.vector_matrix import VectorMatrix, encode
 
 if TYPE_CHECKING:
     from tether.ports import Matrix, Progress
@@ -315,7 +316,7 @@ class PostgresVectors:
 
     def _refresh(self, c: Conn, model: str, mid: int) -> VectorMatrix:
         """The in-memory matrix in step with the table (under ``_cache``, in the search's
-        snapshot; see ``vector_matrix.TableMatrix``)."""
+        snapshot; see ``table_matrix.TableMatrix``)."""
         return self._memory.sync(
             model,
             _one(c, "SELECT value FROM stat WHERE name = 'vec_gone'", ()),

@@ -40,8 +40,9 @@ from tether.records import Found, VecSource, VectorCounts
 from tether.stores import sqlite_search as fts
 from tether.stores.migrations import MIGRATIONS
 from tether.stores.sqlite_file import SqliteFile, begun
+from tether.stores.table_matrix import TableMatrix
 from tether.stores.vector_graph import GRAPH_FROM
-from tether.stores.vector_matrix import TableMatrix, VectorMatrix, encode
+from tether.stores.vector_matrix import VectorMatrix, encode
 
 if TYPE_CHECKING:
     from tether.ports import Matrix, Progress
@@ -204,7 +205,7 @@ class SqliteVectors(SqliteFile):
 
     def _refresh(self, model: str) -> VectorMatrix:
         """The in-memory matrix in step with the table (under ``_cache``; see
-        ``vector_matrix.TableMatrix``)."""
+        ``table_matrix.TableMatrix``)."""
         with self._read("loading vectors") as c:
             gone = int(c.execute("SELECT value FROM stat WHERE name = 'vec_gone'").fetchone()[0])
             mid = _model_id(c, model)
