@@ -224,6 +224,20 @@ def test_a_damaged_or_foreign_graph_is_rebuilt_not_trusted(
         again.close()
 
 
+def test_a_graph_a_quarter_dead_is_rebuilt_from_the_live_vectors(
+    home: Path, opened: SqliteVectors
+) -> None:
+    vecs = _fill(opened)
+    opened.maintain(MODEL)
+    # A third of the rows get new vectors: their old ones are dead keys in the graph.
+    redone = list(vecs)[: len(vecs) // 3]
+    fresh = _vectors(len(redone), seed=5)
+    opened.put_vectors(MODEL, [(d, fresh[i : i + 1]) for i, d in enumerate(redone)])
+    assert opened.maintain(MODEL) == 2 * TURNS  # every live vector, into a new graph
+    for i in (0, len(redone) // 2, len(redone) - 1):
+        assert _docs(opened, fresh[i], 1)[0][0] == redone[i]
+
+
 def test_no_graph_below_the_threshold(home: Path) -> None:
     index = SqliteVectors(home / "tether.db", graph_from=10 * TURNS)
     try:

@@ -129,29 +129,24 @@ class TableMatrix:
                 return done
             done += added
 
-    def grow_graph(self, limit: int | None = None, *, progress: Progress | None = None) -> int:
-        """Add up to ``limit`` vectors (None: all) the graph does not hold yet, one
-        ``GRAPH_STEP`` per call of the caller's loop; make the graph when the matrix
-        reaches ``graph_from`` live vectors; save it when a graph made here is whole, and
-        when ``SAVE_EVERY`` (or half the graph) are unsaved; the few vectors a turn adds
-        are saved on close. Vectors added (0: nothing to do). Run under the owner's
-        lock."""
+    def grow_graph(self, *, progress: Progress | None = None) -> int:
+        """Add up to ``GRAPH_STEP`` vectors the graph does not hold yet (one step of the
+        caller's loop); make the graph when the matrix reaches ``graph_from`` live
+        vectors, and again when a quarter of it is dead (exact search meanwhile); save it
+        when a graph made here is whole, and when ``SAVE_EVERY`` (or half the graph) are
+        unsaved; the few vectors a turn adds are saved on close. Vectors added (0:
+        nothing to do). Run under the owner's lock."""
         m = self.matrix
         if self._model is None or not graph_available():
             return 0
-        if m.graph is None:
-            if len(m) < self.graph_from:
-                return 0
-            m.attach_graph(VectorGraph(m.dim))
-            self._building, self._unsaved = True, 0
         graph = m.graph
-        assert graph is not None
-        if graph.stale:  # a quarter dead: start again (exact search meanwhile)
+        if graph is None or graph.stale:
+            if graph is None and len(m) < self.graph_from:
+                return 0
             graph = VectorGraph(m.dim)
             m.attach_graph(graph)
             self._building, self._unsaved = True, 0
-        want = GRAPH_STEP if limit is None else min(GRAPH_STEP, limit)
-        ids, vectors = m.live_after(graph.last, want)
+        ids, vectors = m.live_after(graph.last, GRAPH_STEP)
         graph.add(ids, vectors)
         self._unsaved += len(ids)
         if progress is not None and len(ids):

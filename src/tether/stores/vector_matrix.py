@@ -77,7 +77,8 @@ class VectorMatrix:
         self.graph: VectorGraph | None = None
 
     def attach_graph(self, graph: VectorGraph) -> None:
-        """Search through ``graph`` from now on, its keys not live here removed from it."""
+        """Search through ``graph`` from now on, its keys not live here counted as dead
+        (``VectorGraph.mark_dead``: faiss's graph cannot delete them)."""
         keys = graph.keys()
         graph.mark_dead(int((~np.isin(keys, self.ids())).sum()))
         self.graph = graph
