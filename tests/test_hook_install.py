@@ -53,6 +53,7 @@ def test_install_merges_keeps_foreign_hooks_and_is_idempotent(home: Path, tmp_pa
     assert [c.rsplit(" ", 1)[1] for c in ours["PreCompact"]] == ["pre-compact"]
     assert [c.rsplit(" ", 1)[1] for c in ours["SessionStart"]] == ["session-start"]
     assert [c.rsplit(" ", 1)[1] for c in ours["SessionEnd"]] == ["session-end"]
+    assert [c.rsplit(" ", 1)[1] for c in ours["PostCompact"]] == ["post-compact"]
     assert settings.stat().st_mode & 0o777 == 0o644
     before = settings.read_bytes()
     again = install(home, tmp_path)
@@ -73,6 +74,7 @@ def test_install_into_no_file_and_uninstall_leaves_an_empty_object(
     settings = tmp_path / ".claude" / "settings.json"
     assert set(json.loads(settings.read_text())["hooks"]) == {
         "PreCompact",
+        "PostCompact",
         "SessionStart",
         "SessionEnd",
     }

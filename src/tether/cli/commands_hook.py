@@ -9,7 +9,6 @@ its work to a detached child (the harness gives SessionEnd little time) unless `
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -148,7 +147,28 @@ def cc_session_end(ctx: Context, wait: bool) -> None:
 
 @hook_group.group("codex")
 def codex_group() -> None:
-    """Codex's hooks: SessionEnd capture (per-turn context is the pull protocol)."""
+    """Codex's hooks: PreCompact, PostCompact, SessionStart, SessionEnd (as Claude Code's)."""
+
+
+@codex_group.command("pre-compact")
+@pass_ctx
+def codex_pre_compact(ctx: Context) -> None:
+    """Bank the rollout's window since its last compaction, then schedule its harvest."""
+    run_hook_command(ctx, "codex", "pre-compact")
+
+
+@codex_group.command("post-compact")
+@pass_ctx
+def codex_post_compact(ctx: Context) -> None:
+    """Bank any window of the rollout that the ledger lacks (the backstop)."""
+    run_hook_command(ctx, "codex", "post-compact")
+
+
+@codex_group.command("session-start")
+@pass_ctx
+def codex_session_start(ctx: Context) -> None:
+    """Print the context pack (after a compaction: bank any window PreCompact missed)."""
+    run_hook_command(ctx, "codex", "session-start")
 
 
 @codex_group.command("session-end")
@@ -162,33 +182,27 @@ def codex_session_end(ctx: Context, wait: bool) -> None:
 # -- install ---------------------------------------------------------------------------
 
 
-def _tether_command() -> str:
-    """How the harness runs tether: this program's absolute path when it is ``tether``,
-    else the one on PATH, else the bare name."""
-    me = Path(sys.argv[0])
-    if me.name == "tether" and me.exists() and not any(c.isspace() for c in str(me)):
-        return str(me.absolute())
-    found = shutil.which("tether")
-    return found if found and not any(c.isspace() for c in found) else "tether"
+def explicit_home(ctx: Context) -> Path | None:
+    """The home to name in a harness's settings: None when it is the default one (no
+    ``--home``, no ``TETHER_HOME``: the harness's environment may not have it)."""
+    if ctx.home_option is None and not os.environ.get("TETHER_HOME"):
+        return None
+    return ctx.home
 
 
-def _settings_path(harness: str, project: str | None, user: bool) -> Path:
-    if harness == "claude-code":
-        base = Path.home() if user else Path(project or ".").absolute()
-        return base / ".claude" / "settings.json"
-    if user:
-        return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "hooks.json"
-    return Path(project or ".").absolute() / ".codex" / "hooks.json"
+def project_dir(project: str | None, user: bool) -> Path | None:
+    """The project folder (default: this one), or None for the user scope."""
+    from tether.errors import BadInputError
+
+    if project and user:
+        raise BadInputError("--project and --user name different files: give one")
+    return None if user else Path(project or ".").absolute()
 
 
-def _home_args(ctx: Context) -> str:
-    from tether.home import resolve_home
-
-    default = resolve_home(None) if not os.environ.get("TETHER_HOME") else None
-    home = ctx.home
-    if default is not None and home == default and ctx.home_option is None:
-        return ""
-    return f" --home {home}" if not any(c.isspace() for c in str(home)) else ""
+CODEX_NOTE = (
+    "codex: Codex runs a new hook once you trust it (its /hooks); a Codex from before hooks "
+    "were on by default also needs `[features] hooks = true` in its config.toml"
+)
 
 
 @hook_group.command("install")
@@ -203,40 +217,31 @@ def install_cmd(
     ctx: Context, harness: str, project: str | None, user: bool, uninstall: bool
 ) -> None:
     """Merge tether's hook entries into the harness's settings, keeping every other key
-    and hook (running it twice changes nothing; --uninstall removes only tether's)."""
-    from tether.errors import BadInputError
+    and hook (running it twice changes nothing; --uninstall removes only tether's).
+    `tether setup` does this and registers the MCP server too."""
     from tether.harnesses.hooks import (
-        HookEntry,
+        check_hooks_shape,
         merge_hooks,
         read_settings,
         remove_hooks,
         write_settings,
     )
+    from tether.harnesses.setup import hook_entries, hooks_path, tether_program
 
-    if project and user:
-        raise BadInputError("--project and --user name different files: give one")
-    path = _settings_path(harness, project, user)
+    path = hooks_path(harness, project_dir(project, user))
     doc = read_settings(path)
-    base = f"{_tether_command()}{_home_args(ctx)} hook {harness}"
-    if harness == "claude-code":
-        entries = [
-            HookEntry("PreCompact", f"{base} pre-compact", 10),
-            HookEntry("SessionStart", f"{base} session-start", 10),
-            HookEntry("SessionEnd", f"{base} session-end", 5),
-        ]
+    check_hooks_shape(doc, path)
+    if uninstall:
+        changed = remove_hooks(doc)
     else:
-        entries = [HookEntry("SessionEnd", f"{base} session-end", 3)]
-    changed = remove_hooks(doc) if uninstall else merge_hooks(doc, path, entries)
+        entries = hook_entries(harness, tether_program(), explicit_home(ctx))
+        changed = merge_hooks(doc, path, entries)
     if changed:
         write_settings(path, doc)
     verb = "removed from" if uninstall else "installed in"
     click.echo(f"{'hooks ' + verb if changed else 'nothing to change in'} {path}")
     if harness == "codex" and not uninstall:
-        click.echo(
-            "codex: hooks run once `[features] hooks = true` is in ~/.codex/config.toml and you "
-            "trust the new entry in Codex's /hooks; per-turn context is `tether context-pack`",
-            err=True,
-        )
+        click.echo(CODEX_NOTE + "; per-turn context is `tether context-pack`", err=True)
 
 
 # -- the pull protocol -------------------------------------------------------------------

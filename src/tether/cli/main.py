@@ -46,6 +46,7 @@ COMMANDS: Mapping[str, str] = {
     "ui": "commands_ui",
     "mcp": "commands_mcp",
     "store": "commands_store",
+    "setup": "commands_setup",
 }
 MEMORY_COMMANDS: Mapping[str, str] = {
     "recall": "commands_memory",
@@ -110,6 +111,11 @@ SUMMARIES: Mapping[str, str] = {
     "session": "Inspect sessions.",
     "sessions": "Bring sessions in from elsewhere.",
     "store": "The store: SQLite in the home, or a shared PostgreSQL database ([store] url).",
+    "setup": (
+        "Connect a harness to tether: its hooks (banking at PreCompact, the backstop at"
+        " PostCompact, the context pack at SessionStart, SessionEnd's capture) and `tether mcp`"
+        " as its MCP server. Twice changes nothing; --uninstall removes exactly what it added."
+    ),
     "sweep": "The daily memory sweep.",
     "transcripts": (
         "Harness transcripts into the corpus, and their facts (the owner's explicit lane)."

@@ -12,10 +12,14 @@ its harness.
 Settings (``.claude/settings.json``, ``~/.claude/settings.json``, Codex's
 ``~/.codex/hooks.json``): ``{"hooks": {"<Event>": [{"matcher"?: ..., "hooks": [{"type":
 "command", "command": ..., "timeout"?: s}]}]}}``. ``merge_hooks`` adds our entries and
-keeps every other key and hook as it was (the file is re-encoded with two-space indent:
-same meaning, key order kept); ``remove_hooks`` removes exactly the entries whose command
-is ours; both are idempotent. A file that is not valid JSON is refused naming its line,
-and never written.
+keeps every other key and hook as it was; ``remove_hooks`` removes exactly the entries
+whose command is ours (``hook_command``: ``tether [--home DIR] hook <harness> <event>``,
+read the way a shell reads it); both are idempotent. A hook command is a shell string, so
+a path with a space in it is quoted (``shlex``). ``write_settings`` re-encodes the file in
+the indentation it had (two spaces, four, a tab; Claude Code writes two), key order
+kept, so an install then an uninstall gives back the same bytes for a file in that form.
+A file that is not valid JSON, or whose ``hooks`` is not the shape above, is refused
+naming its line or key, and never written.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,9 +85,31 @@ def session_start_output(context: str) -> bytes:
 
 # -- settings files ---------------------------------------------------------------------
 
-#: A command of ours: a path (or name) ending in ``tether``, maybe ``--home DIR``, then
-#: ``hook <harness> <event>``.
-OURS = re.compile(r"^(?:\S*/)?tether(?: --home \S+)? hook (?:claude-code|codex) [a-z-]+$")
+HARNESSES = ("claude-code", "codex")
+_EVENT = re.compile(r"[a-z][a-z-]*")
+
+
+def hook_command(command: str) -> tuple[str, str] | None:
+    """(harness, event) of a hook command of ours: a program named ``tether`` (any path),
+    maybe ``--home DIR``, then ``hook <harness> <event>``, split as a shell splits it;
+    None for any other command."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    if len(argv) == 6 and argv[1] == "--home":
+        argv = [argv[0], *argv[3:]]
+    if len(argv) != 4 or Path(argv[0]).name != "tether" or argv[1] != "hook":
+        return None
+    if argv[2] not in HARNESSES or not _EVENT.fullmatch(argv[3]):
+        return None
+    return argv[2], argv[3]
+
+
+def tether_hook_command(program: str, home: Path | None, harness: str, event: str) -> str:
+    """The shell command a harness runs for a hook: quoted where a path needs it."""
+    home_args = ["--home", str(home)] if home is not None else []
+    return shlex.join([program, *home_args, "hook", harness, event])
 
 
 @dataclass(frozen=True)
@@ -115,13 +142,26 @@ def read_settings(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _event_list(doc: dict[str, Any], path: Path, event: str) -> list[Any]:
-    hooks = doc.setdefault("hooks", {})
+def check_hooks_shape(doc: dict[str, Any], path: Path) -> None:
+    """BadInputError naming the key when ``hooks`` is not the shape the harness reads
+    (an object of event -> list of groups, each an object whose ``hooks`` is a list)."""
+    hooks = doc.get("hooks", {})
     if not isinstance(hooks, dict):
         raise BadInputError(f'{path}: "hooks" is not an object; left untouched')
-    groups = hooks.setdefault(event, [])
-    if not isinstance(groups, list):
-        raise BadInputError(f'{path}: "hooks.{event}" is not a list; left untouched')
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            raise BadInputError(f'{path}: "hooks.{event}" is not a list; left untouched')
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict) or not isinstance(group.get("hooks", []), list):
+                raise BadInputError(
+                    f'{path}: "hooks.{event}[{i}]" is not a group {{"hooks": [...]}}; '
+                    "left untouched"
+                )
+
+
+def _event_list(doc: dict[str, Any], path: Path, event: str) -> list[Any]:
+    check_hooks_shape(doc, path)
+    groups: list[Any] = doc.setdefault("hooks", {}).setdefault(event, [])
     return groups
 
 
@@ -129,27 +169,28 @@ def _is_ours(hook: Any) -> bool:
     return (
         isinstance(hook, dict)
         and isinstance(hook.get("command"), str)
-        and bool(OURS.match(hook["command"]))
+        and hook_command(hook["command"]) is not None
     )
 
 
 def merge_hooks(doc: dict[str, Any], path: Path, entries: list[HookEntry]) -> bool:
     """Add each entry unless the same command is there (in any group of its event);
-    whether anything changed. A command of ours for the event that differs (another path
-    or home) is replaced in place."""
+    whether anything changed. A command of ours for the same harness and event that
+    differs (another path or home) is replaced in place."""
     changed = False
     for entry in entries:
         groups = _event_list(doc, path, entry.event)
         hook: dict[str, Any] = {"type": "command", "command": entry.command}
         if entry.timeout_s is not None:
             hook["timeout"] = entry.timeout_s
+        wanted = hook_command(entry.command)
         found = False
         for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
+            inner = group.get("hooks")
             if not isinstance(inner, list):
                 continue
             for i, h in enumerate(inner):
-                if _is_ours(h) and h["command"].endswith(entry.command.split(" hook ", 1)[1]):
+                if _is_ours(h) and hook_command(h["command"]) == wanted:
                     found = True
                     if h != hook:
                         inner[i] = hook
@@ -177,10 +218,12 @@ def remove_hooks(doc: dict[str, Any]) -> bool:
             if not isinstance(inner, list) or not any(_is_ours(h) for h in inner):
                 kept_groups.append(group)
                 continue
-            changed = True
             rest = [h for h in inner if not _is_ours(h)]
             if rest:
                 kept_groups.append({**group, "hooks": rest})
+        if kept_groups == groups:  # nothing of ours in this event
+            continue
+        changed = True
         if kept_groups:
             hooks[event] = kept_groups
         else:
@@ -190,11 +233,37 @@ def remove_hooks(doc: dict[str, Any]) -> bool:
     return changed
 
 
+_INDENT = re.compile(r"^([ \t]+)\S", re.MULTILINE)
+
+
+def json_style(text: str) -> tuple[int | str | None, bool]:
+    """(indent, final newline) of a JSON text as ``json.dumps`` takes them: the first
+    indented line's indentation (spaces: their count; else the string), None for a
+    one-line document; two spaces and a newline for an empty text."""
+    if not text.strip():
+        return 2, True
+    final = text.endswith("\n")
+    if "\n" not in text.strip():
+        return None, final
+    m = _INDENT.search(text)
+    if m is None:
+        return 2, final
+    ws = m.group(1)
+    return (len(ws) if set(ws) == {" "} else ws), final
+
+
+def encode_json(doc: Any, style: tuple[int | str | None, bool]) -> bytes:
+    indent, final = style
+    data = json.dumps(doc, indent=indent, ensure_ascii=False)
+    return (data + ("\n" if final else "")).encode()
+
+
 def write_settings(path: Path, doc: dict[str, Any]) -> None:
-    """Write ``doc`` atomically, keeping the file's mode (0600 for a new file)."""
+    """Write ``doc`` atomically in the file's own indentation (``json_style``), keeping
+    its mode (0600 for a new file)."""
     try:
         mode: int | None = os.stat(path).st_mode & 0o7777
+        old = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        mode = None
-    data = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    write_atomic(path, data.encode(), mode=mode)
+        mode, old = None, ""
+    write_atomic(path, encode_json(doc, json_style(old)), mode=mode)
