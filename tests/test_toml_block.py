@@ -41,8 +41,9 @@ def documents(draw: st.DrawFn) -> str:
             lines += ["", table]
         keys = draw(st.lists(names, unique=True, max_size=3))
         lines += [f"{k} = {draw(values)}{draw(comments)}" for k in keys]
+    final: bool = draw(st.booleans())
     text = "\n".join(lines)
-    return text + ("\n" if lines and draw(st.booleans()) else "")
+    return text + ("\n" if lines and final else "")
 
 
 @given(documents(), st.text(alphabet="/ab c'\"\\\x7fé", min_size=1, max_size=20))
