@@ -133,42 +133,105 @@ def coverage(
 
 PACK_HEADER = "# tether memory\n\n"
 CHECKPOINTS = "## Compaction checkpoints\n\n"
+#: What the agent is told to do with a link (the MCP server's tool names: mcp.server).
+READ_GUIDE = (
+    "Each tether:// link below is the raw text of what an earlier compaction summarised: "
+    "read one with the `read` tool of the `tether` MCP server (in Claude Code: "
+    "`mcp__tether__read`), or search with its `recall` tool (`mcp__tether__recall`).\n\n"
+)
+#: Claude Code keeps a hook's ``additionalContext`` up to 10,000 characters and files
+#: the rest away behind a preview: the pack stays under this, whatever its token budget.
+MAX_PACK_CHARS = 9_500
+_OMITTED = "({} more lines not shown; use `tether memory recall`)\n"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint's link and its digest lines (``core.digest``), for the pack."""
+
+    link: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Item:
+    section: int  # 0 checkpoints, 1 identity, 2 facts; -1 the guide
+    owner: int  # the checkpoint a link or note belongs to (its index), else -1
+    line: str
+
+
+_TITLES = {0: CHECKPOINTS, 1: "## Identity\n\n", 2: "## Facts\n\n"}
+
+
+def _render(chosen: Sequence[_Item], omitted: int) -> str:
+    out = [PACK_HEADER]
+    if any(i.section == -1 for i in chosen):
+        out.append(READ_GUIDE)
+    for section, title in _TITLES.items():
+        lines = [i for i in chosen if i.section == section]
+        if section == 0:  # each checkpoint's notes under its link
+            lines.sort(key=lambda i: (i.owner, i.line.startswith("  ")))
+        if lines:
+            out += [title, *(i.line for i in lines), "\n"]
+    if omitted:
+        out.append(_OMITTED.format(omitted))
+    return "".join(out)
 
 
 def build_pack(
-    identity: Sequence[str], facts: Sequence[str], links: Sequence[str], budget: int
+    identity: Sequence[str],
+    facts: Sequence[str],
+    links: Sequence[str | Checkpoint],
+    budget: int,
+    *,
+    max_chars: int = MAX_PACK_CHARS,
 ) -> str:
-    """The context pack: a header, the checkpoint links (first: they are what the agent
-    re-pulls after a compaction), then identity entries, then facts, each line while it
-    fits ``budget`` tokens, with a line saying how many did not (when it fits). Never over
-    budget (a budget below the header gives "")."""
-    used = tokens.count(PACK_HEADER)
-    if used > budget:
+    """The context pack: a header, the checkpoints (the links of those with a digest
+    first: they are what the agent re-pulls after a compaction; how to read one; their
+    digest lines; the other links), then identity entries, then facts; each line while it fits
+    ``budget`` tokens and ``max_chars`` characters, the first that does not ending the
+    pack, with a line saying how many did not (when it fits). Never over either (a budget
+    below the header gives "")."""
+    if tokens.count(PACK_HEADER) > budget or len(PACK_HEADER) > max_chars:
         return ""
-    out = [PACK_HEADER]
-    omitted = 0
-    sections = (
-        (CHECKPOINTS, [f"- {link}\n" for link in links]),
-        ("## Identity\n\n", [f"- {text}\n" for text in identity]),
-        ("## Facts\n\n", [f"- {text}\n" for text in facts]),
-    )
-    note = "({} more lines not shown; use `tether memory recall`)\n"
-    reserve = tokens.count(note.format(sum(len(lines) for _, lines in sections)))
-    for title, lines in sections:
-        if not lines:
-            continue
-        head = title
-        for line in lines:
-            cost = tokens.count(head + line)
-            if omitted == 0 and used + cost + 1 + reserve <= budget:
-                out.append(head + line)
-                used += cost
-                head = ""
-            else:
-                omitted += 1
-        if not head:
-            out.append("\n")
-            used += 1
-    if omitted and used + tokens.count(note.format(omitted)) <= budget:
-        out.append(note.format(omitted))
-    return "".join(out)
+    points = [c if isinstance(c, Checkpoint) else Checkpoint(c) for c in links]
+    noted = [i for i, c in enumerate(points) if c.notes]
+    bare = [i for i, c in enumerate(points) if not c.notes]
+    # the links with a digest, how to read them, their digests, then the other links
+    order: list[_Item] = [_Item(0, i, f"- {points[i].link}\n") for i in noted]
+    order += [_Item(0, i, f"  - {n}\n") for i in noted for n in points[i].notes]
+    order += [_Item(0, i, f"- {points[i].link}\n") for i in bare]
+    if points:
+        order.insert(1, _Item(-1, -1, READ_GUIDE))
+    order += [_Item(1, -1, f"- {t}\n") for t in identity]
+    order += [_Item(2, -1, f"- {t}\n") for t in facts]
+    lines = sum(1 for i in order if i.section >= 0)
+    note = _OMITTED.format(lines)
+    used, chars = tokens.count(PACK_HEADER), len(PACK_HEADER)
+    chosen: list[int] = []
+    titled: set[int] = set()
+    for n, item in enumerate(order):
+        title = _TITLES[item.section] if item.section >= 0 and item.section not in titled else ""
+        cost = tokens.count(title + item.line) + (1 if title else 0)
+        size = len(title) + len(item.line) + (1 if title else 0)
+        more = n + 1 < len(order)
+        reserve, room = (tokens.count(note), len(note)) if more else (0, 0)
+        if used + cost + reserve > budget or chars + size + room > max_chars:
+            if item.section == -1:  # the guide is worth having, not worth stopping for
+                continue
+            break
+        chosen.append(n)
+        titled.add(item.section)
+        used, chars = used + cost, chars + size
+
+    def text_of(picked: list[int], with_note: bool = True) -> str:
+        left = lines - sum(1 for n in picked if order[n].section >= 0)
+        return _render([order[n] for n in picked], left if with_note else 0)
+
+    text = text_of(chosen)
+    while chosen and (tokens.count(text) > budget or len(text) > max_chars):
+        chosen.pop()  # the estimate above was short: give up lines from the end
+        text = text_of(chosen)
+    if tokens.count(text) > budget or len(text) > max_chars:
+        text = text_of(chosen, with_note=False)  # not even the omitted line fits
+    return text
