@@ -20,6 +20,8 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   │   └── BlocklistError       ... of .tether-scan-blocklist: no usable term or pattern
     │   ├── SecretInInputError       text for memory that holds a secret (what, line, rule)
     │   ├── ManagedBlockError        AGENTS.md's tether block markers are malformed (file, line)
+    │   ├── SettingsFileError        a harness's settings or MCP file that ``tether setup`` or
+    │   │                            ``hook install`` will not edit; none was written (the message)
     │   ├── ImportFormatError        a line of an import file (file and line)
     │   │   └── ImportChangedError   ... that changed between the import's check and write
     │   ├── MessageTooLargeError     [agent.outcomes] a message that cannot fit even a fresh epoch;
@@ -185,6 +187,15 @@ class SecretInInputError(BadInputError):
         self.rule = rule
         self.fingerprint = fingerprint
         self.found = found
+
+
+class SettingsFileError(BadInputError):
+    """A harness's file (``.claude/settings.json``, ``.mcp.json``, ``~/.claude.json``,
+    Codex's ``hooks.json`` or ``config.toml``) that is not valid JSON or TOML or not the
+    shape the harness reads, or that holds a ``tether`` entry tether did not write. The
+    message names the file and the line or key; no file was written."""
+
+    runbook = "settings-file-refused"
 
 
 class ManagedBlockError(BadInputError):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.errors import BadInputError
+from tether.errors import SettingsFileError
 from tether.files import write_atomic
 
 
@@ -120,40 +120,40 @@ class HookEntry:
 
 
 def read_settings(path: Path) -> dict[str, Any]:
-    """The settings object at ``path`` ({} when there is no file); BadInputError naming
+    """The settings object at ``path`` ({} when there is no file); SettingsFileError naming
     the line when it is not a JSON object."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{path}: cannot read: {exc}; left untouched") from None
+        raise SettingsFileError(f"{path}: cannot read: {exc}; left untouched") from None
     if not text.strip():
         return {}
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BadInputError(
+        raise SettingsFileError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); "
             "left untouched, fix it and run again"
         ) from None
     if not isinstance(doc, dict):
-        raise BadInputError(f"{path}:1: expected a JSON object; left untouched")
+        raise SettingsFileError(f"{path}:1: expected a JSON object; left untouched")
     return doc
 
 
 def check_hooks_shape(doc: dict[str, Any], path: Path) -> None:
-    """BadInputError naming the key when ``hooks`` is not the shape the harness reads
+    """SettingsFileError naming the key when ``hooks`` is not the shape the harness reads
     (an object of event -> list of groups, each an object whose ``hooks`` is a list)."""
     hooks = doc.get("hooks", {})
     if not isinstance(hooks, dict):
-        raise BadInputError(f'{path}: "hooks" is not an object; left untouched')
+        raise SettingsFileError(f'{path}: "hooks" is not an object; left untouched')
     for event, groups in hooks.items():
         if not isinstance(groups, list):
-            raise BadInputError(f'{path}: "hooks.{event}" is not a list; left untouched')
+            raise SettingsFileError(f'{path}: "hooks.{event}" is not a list; left untouched')
         for i, group in enumerate(groups):
             if not isinstance(group, dict) or not isinstance(group.get("hooks", []), list):
-                raise BadInputError(
+                raise SettingsFileError(
                     f'{path}: "hooks.{event}[{i}]" is not a group {{"hooks": [...]}}; '
                     "left untouched"
                 )

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tether.core import toml_block
-from tether.errors import BadInputError, TetherError
+from tether.errors import SettingsFileError, TetherError
 from tether.harnesses.hooks import (
     HookEntry,
     check_hooks_shape,
@@ -143,7 +143,7 @@ def _is_our_server(entry: Any) -> bool:
 def _servers(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
     servers = doc.get("mcpServers")
     if servers is not None and not isinstance(servers, dict):
-        raise BadInputError(f'{path}: "mcpServers" is not an object; left untouched')
+        raise SettingsFileError(f'{path}: "mcpServers" is not an object; left untouched')
     return servers
 
 
@@ -154,7 +154,7 @@ def merge_server(doc: dict[str, Any], path: Path, program: str, home: Path | Non
     servers = _servers(doc, path)
     current = servers.get(SERVER) if servers is not None else None
     if current is not None and not _is_our_server(current):
-        raise BadInputError(
+        raise SettingsFileError(
             f'{path}: "mcpServers.{SERVER}" is a server tether did not write; rename or '
             "remove it, then run setup again (left untouched)"
         )
@@ -194,7 +194,7 @@ def _read_text(path: Path) -> str:
     except FileNotFoundError:
         return ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{path}: cannot read: {exc}; left untouched") from None
+        raise SettingsFileError(f"{path}: cannot read: {exc}; left untouched") from None
 
 
 def _json_edit(path: Path, what: str, doc: dict[str, Any], changed: bool) -> Edit:
@@ -228,7 +228,7 @@ def plan_server(
             else toml_block.add_block(text, CODEX_TABLE, block)
         )
     except toml_block.BlockError as exc:
-        raise BadInputError(f"{path}: {exc}; left untouched") from None
+        raise SettingsFileError(f"{path}: {exc}; left untouched") from None
     if new == text:
         return Edit(path, "MCP server", b"", False)
     if not new.strip():
