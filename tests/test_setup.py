@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,40 @@ def test_setup_reads_what_claude_code_wrote_with_no_final_newline_and_keeps_it(
     assert setup(home, "claude-code", "--project", str(project), "--uninstall").returncode == 0
     assert mcp.read_bytes() == original
     assert os.listdir(project) == [".mcp.json"]
+
+
+def test_a_tether_installed_under_a_path_with_spaces_is_quoted_and_runs(
+    home: Path, tmp_path: Path
+) -> None:
+    wrapper = tmp_path / "Application Support" / "bin" / "tether"
+    wrapper.parent.mkdir(parents=True)
+    # a console script as pip writes one: this Python, the CLI's entry point
+    wrapper.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom tether.cli.main import main\nsys.exit(main())\n"
+    )
+    wrapper.chmod(0o755)
+    project = tmp_path / "proj"
+    project.mkdir()
+    run = subprocess.run(
+        [str(wrapper), "--home", str(home), "setup", "claude-code", "--project", str(project)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["tether"]
+    assert server["command"] == str(wrapper)
+    hooks = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
+    command = hooks["SessionStart"][0]["hooks"][0]["command"]
+    assert shlex.split(command)[0] == str(wrapper)
+    started = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=payload("SessionStart", None, source="startup"),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        check=False,
+    )
+    assert started.returncode == 0
+    assert json.loads(started.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"

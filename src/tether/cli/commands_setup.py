@@ -7,6 +7,8 @@ they were.
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from tether.cli.commands_hook import CODEX_NOTE, explicit_home, project_dir
@@ -46,7 +48,7 @@ def _run(ctx: Context, harness: str, project: str | None, user: bool, uninstall:
             click.echo(f"{edit.what}: {verb} {edit.path}")
     if uninstall:
         return
-    scope = "--user" if user else f"--project {project_dir(project, user)}"
+    scope = "--user" if user else f"--project {shlex.quote(str(project_dir(project, user)))}"
     click.echo(f"undo with: tether setup {harness} {scope} --uninstall")
     if harness == "codex":
         click.echo(CODEX_NOTE, err=True)
