@@ -262,22 +262,16 @@ def setup(
     *,
     uninstall: bool,
     program: str | None = None,
-    server: bool = True,
 ) -> list[Edit]:
     """Plan every file's edit (refusing before any write), then apply them; the edits.
-    ``server`` False: the hooks alone (``tether hook install``)."""
+    ``program``: the tether to name (default: ``tether_program``; an uninstall needs none)."""
     prog = program or ("tether" if uninstall else tether_program())
     edits = [
         plan_hooks(
-            hooks_path(harness, project),
-            hook_entries(harness, prog, home),
-            uninstall=uninstall,
-        )
+            hooks_path(harness, project), hook_entries(harness, prog, home), uninstall=uninstall
+        ),
+        plan_server(harness, server_path(harness, project), prog, home, uninstall=uninstall),
     ]
-    if server:
-        edits.append(
-            plan_server(harness, server_path(harness, project), prog, home, uninstall=uninstall)
-        )
     for edit in edits:
         apply(edit)
     return edits
