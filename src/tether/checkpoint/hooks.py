@@ -88,6 +88,10 @@ class HookSetting:
     #: tether.toml could not be read (hold: bank, schedule nothing).
     writeback: bool | None = None
     config_ok: bool = True
+    #: Called with each window banked (the session, the segment's file name) to put its
+    #: messages in recall at once; returns a telemetry code (``recall``). Set by the CLI
+    #: (``imports.banked``, which a service may not import); None: banking only.
+    on_banked: Callable[[HookSetting, str, str], str] | None = None
 
     @property
     def retired(self) -> bool:
@@ -111,6 +115,7 @@ class Outcome:
     flush: str | None = None  # the daemon's schedule code; None when none answered
     mode: str | None = None  # session end: remainder, skip_covered, full_fallback
     backstop: str | None = None  # backstop_banked, backstop_covered
+    recall: str | None = None  # recall_indexed, recall_appended, recall_deferred, recall_error
     trigger: str | None = None
     source: str | None = None
     reason: str | None = None
@@ -131,6 +136,7 @@ class Outcome:
             "flush": self.flush,
             "mode": self.mode,
             "backstop": self.backstop,
+            "recall": self.recall,
             "trigger": self.trigger,
             "source": self.source,
             "reason": self.reason,
@@ -207,7 +213,20 @@ def _bank(
     out.size += report.bytes
     out.redactions += sum(report.redactions.values())
     out.banked.append(report)
+    _recallable(s, out, session, report)
     return report
+
+
+def _recallable(s: HookSetting, out: Outcome, session: str, report: BankReport) -> None:
+    """Put the banked window in recall (``HookSetting.on_banked``); whatever fails here
+    leaves the bytes banked (a later pass catches the segment up)."""
+    if s.on_banked is None or report.path is None:
+        return
+    try:
+        out.recall = s.on_banked(s, session, report.path.name)
+    except Exception as exc:  # the bytes are banked: the recall step may only degrade
+        out.recall = "recall_error"
+        out.error = out.error or type(exc).__name__
 
 
 def _flush(s: HookSetting, out: Outcome, session: str, report: BankReport | None) -> None:
