@@ -91,7 +91,7 @@ def _said(kind: str, content: Any) -> tuple[Literal["user", "assistant"], str] |
     """(role, text) of a user or assistant line's content, or why it has none."""
     text = _text(kind, content)
     if text:
-        return ("user" if kind == "user" else "assistant"), text
+        return ("user", text) if kind == "user" else ("assistant", text)
     if kind == "user":
         results = _tool_results(content)
         if results:
