@@ -52,6 +52,7 @@ import msgspec
 from tether.checkpoint.bank import LINK_PREFIX, Boundary, corpus_dir, ledger, sessions_banked
 from tether.core.checkpoint import Turn, parse_rendered, render
 from tether.errors import NotFoundError, TetherError
+from tether.faults import crash_point
 from tether.harnesses.transcript import utc_time
 from tether.ids import session_id
 from tether.records import Assistant, Baseline, User
@@ -69,6 +70,9 @@ LOCK_POLL_S = 0.02
 #: The time a hook keeps after this step (indexing, the daemon's schedule call).
 RESERVE_S = 0.25
 _STAMP = "0000-00-00T00:00:00Z"
+#: Fault points around a segment's append to its session (crash tests).
+CRASH_BEFORE_APPEND = "recall-before-append"
+CRASH_AFTER_APPEND = "recall-after-append"
 
 
 class Recalled(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -114,7 +118,7 @@ def recalled(home: Path, session: str) -> list[Recalled]:
 def mark_recalled(home: Path, session: str, entry: Recalled) -> None:
     """Append ``entry`` durably (one write on an ``O_APPEND`` descriptor, then fsync)."""
     path = recalled_path(home, session)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         size = os.fstat(fd).st_size
         torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
@@ -310,8 +314,10 @@ class _Appender:
                 if t.role == "user"
                 else Assistant(time=when, text=t.text)
             )
+        crash_point(CRASH_BEFORE_APPEND)
         if records:
             self._session(records[0].time).append(*records)
+        crash_point(CRASH_AFTER_APPEND)
         entry = Recalled(
             segment=name, first=first, last=last, messages=len(turns), new=len(records)
         )
