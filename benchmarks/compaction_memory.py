@@ -25,7 +25,7 @@ Also the PreCompact hook's wall time on a 2 MiB window with the daemon down (ban
 indexed for recall), beside ``python -c pass`` in the same run (``hook_wall_time.py``'s
 transcript). One JSON line per figure:
 
-    .venv/bin/python benchmarks/compaction_memory.py [--seed 7] [--runs 5]
+    .venv/bin/python -m benchmarks.compaction_memory [--seed 7] [--runs 5] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -42,9 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from hook_wall_time import transcript as big_transcript
+from benchmarks.hook_wall_time import transcript as big_transcript
 
 SESSION = "6b0e2f3a-5c1d-4e7f-8a9b-0c1d2e3f4a5b"
 TETHER_SESSION = f"cc-{SESSION}"
