@@ -324,3 +324,21 @@ def test_a_codex_rollout_banked_at_session_end_is_recallable(home: Path, tmp_pat
     assert any("[tool result] 12: backoff(0)" in h["text"] for h in recall(home, "backoff"))
     again = tether(home, "sessions", "import", "--format", "codex", str(path))
     assert again.stdout.startswith(f"nothing new: the transcript's 4 messages are in ({SID})")
+
+
+@pytest.mark.anyio
+async def test_mcp_recall_catches_up_a_window_its_hook_never_put_in(
+    home: Path, tmp_path: Path
+) -> None:
+    from mcp_helpers import call, stdio_session
+
+    t = Transcript(tmp_path / "t.jsonl")
+    first_window(t)
+    env = {"TETHER_CRASH_AT": "recall-before-append"}
+    assert hook(home, "pre-compact", payload("PreCompact", t.path), env=env).returncode != 0
+    assert not (home / "sessions" / TETHER_SESSION).exists()
+    async with stdio_session(home) as s:
+        error, text = await call(s, "recall", query="which database for the ledger", k=5)
+        assert not error, text
+        assert "PostgreSQL 16" in json.loads(text)["hits"][0]["text"]
+    assert len(held(home)) == 6

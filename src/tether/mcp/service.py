@@ -25,7 +25,7 @@ from typing import Literal
 
 import msgspec
 
-from tether.checkpoint.bank import parse_segment_link, read_segment
+from tether.checkpoint.bank import parse_segment_link, read_segment, sessions_banked
 from tether.checkpoint.recallable import Links, catch_up
 from tether.core import mcp, tokens
 from tether.core.checkpoint import strip_private
@@ -115,12 +115,14 @@ class Memory:
     # -- recall ------------------------------------------------------------------------
 
     def _up_to_date(self) -> None:
-        """What the hooks banked (a window they had no time to index, one they never
-        appended) and every log written since, in the index before a search: the
-        server runs for a whole harness session."""
-        allow = home_allow(self.home)
-        catch_up(self.home, allow=allow, slot=self.slot)
-        index_home(self.home, self.store)
+        """What the hooks banked in the index before a search (a window they had no time
+        to index, or never appended): the server runs for a whole harness session. Only
+        the harness sessions are passed over (tether's own index themselves as they
+        write), so a search stays cheap however many sessions the home holds."""
+        catch_up(self.home, allow=home_allow(self.home), slot=self.slot)
+        harness = [sid for sid in sessions_banked(self.home) if Session.exists(self.home, sid)]
+        if harness:
+            index_home(self.home, self.store, only=harness)
 
     def recall(self, caller: Caller, query: str, k: int, level: Level) -> str:
         if len(query) > MAX_QUERY_CHARS:
