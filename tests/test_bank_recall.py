@@ -203,6 +203,13 @@ def test_a_hook_out_of_time_leaves_its_window_to_the_next_recall(
     assert not (home / "sessions" / TETHER_SESSION).exists()
     assert "PostgreSQL 16" in recall(home, "ledger database")[0]["text"]
     assert len(held(home)) == 6
+    # Session end runs detached, with nobody waiting: its window goes in whatever the
+    # deadline says.
+    t.boundary()
+    t.user("Deploy goes to Frankfurt, eu-central-1.")
+    hook(home, "session-end", payload("SessionEnd", t.path, reason="exit"), "--wait")
+    assert heartbeat(home)[-1]["recall"] == "recall_indexed"
+    assert len(held(home)) == 7
 
 
 @pytest.fixture

@@ -60,6 +60,8 @@ SCAN_BYTES_PER_S = 20_000_000
 WRITE_RESERVE_S = 0.05
 #: The longest the hook waits for the daemon's answer (within the deadline).
 IPC_TIMEOUT_S = 1.0
+#: The time the recall step of a session end may take (it runs detached).
+UNHURRIED_S = 60.0
 #: The fault point between a segment's write and its ledger entry (crash tests).
 CRASH_AFTER_WRITE = "hook-after-segment-write"
 
@@ -88,10 +90,10 @@ class HookSetting:
     #: tether.toml could not be read (hold: bank, schedule nothing).
     writeback: bool | None = None
     config_ok: bool = True
-    #: Called with each window banked (the session, the segment's file name) to put its
-    #: messages in recall at once; returns a telemetry code (``recall``). Set by the CLI
-    #: (``imports.banked``, which a service may not import); None: banking only.
-    on_banked: Callable[[HookSetting, str, str], str] | None = None
+    #: Called with each window banked (the session, the segment's file name, the time
+    #: left) to put its messages in recall at once; returns a telemetry code
+    #: (``recall``). Set by the CLI (it indexes, which a service may not); None: banking only.
+    on_banked: Callable[[HookSetting, str, str, Callable[[], float]], str] | None = None
 
     @property
     def retired(self) -> bool:
@@ -222,8 +224,10 @@ def _recallable(s: HookSetting, out: Outcome, session: str, report: BankReport) 
     leaves the bytes banked (a later pass catches the segment up)."""
     if s.on_banked is None or report.path is None:
         return
+    # Session end runs detached (the harness waits for nothing): no deadline there.
+    left = s.left if out.event != "session-end" else lambda: UNHURRIED_S
     try:
-        out.recall = s.on_banked(s, session, report.path.name)
+        out.recall = s.on_banked(s, session, report.path.name, left)
     except Exception as exc:  # the bytes are banked: the recall step may only degrade
         out.recall = "recall_error"
         out.error = out.error or type(exc).__name__

@@ -65,6 +65,9 @@ SUFFIX = ".recalled.jsonl"
 HARNESS_SOURCES = ("pre-compact", "backstop", "remainder", "full", "ingest")
 #: The lock transcript imports hold (``imports.transcript``), under the home.
 LOCK_PATH = ("imports", ".transcripts.lock")
+#: The longest a hook waits for the lock an import holds (then ``recall_deferred``):
+#: a hook must not slow its harness for an import that may run for minutes.
+LOCK_WAIT_S = 0.5
 #: How often a hook tries again for the lock an import holds.
 LOCK_POLL_S = 0.02
 #: The time a hook keeps after this step (indexing, the daemon's schedule call).
@@ -347,7 +350,7 @@ def remember_segment(
     allowing, the session's earlier segments that never got there (see the module doc)."""
     if left() <= RESERVE_S:
         return Remembered("recall_deferred")
-    with transcripts_lock(home, wait_s=max(0.0, left() - RESERVE_S)) as held:
+    with transcripts_lock(home, wait_s=min(LOCK_WAIT_S, max(0.0, left() - RESERVE_S))) as held:
         if not held or left() <= RESERVE_S:
             return Remembered("recall_deferred")
         appender = _Appender(home, sid, allow=allow, slot=slot)

@@ -62,20 +62,22 @@ def _setting(ctx: Context, harness: str, started: float) -> HookSetting:
 INDEX_BYTES_PER_S = 5_000_000
 
 
-def _recallable(ctx: Context, slot: int) -> Callable[[HookSetting, str, str], str]:
+def _recallable(
+    ctx: Context, slot: int
+) -> Callable[[HookSetting, str, str, Callable[[], float]], str]:
     """What a hook calls with each window it banked: its messages into the harness's
     session (``checkpoint.recallable``), then that session indexed, in the time left."""
 
-    def remember(s: HookSetting, session: str, segment: str) -> str:
+    def remember(s: HookSetting, session: str, segment: str, left: Callable[[], float]) -> str:
         from tether.checkpoint.bank import corpus_dir
         from tether.checkpoint.recallable import RESERVE_S, remember_segment
         from tether.memory.indexer import index_home
 
-        done = remember_segment(s.home, session, segment, allow=s.allow, left=s.left, slot=slot)
+        done = remember_segment(s.home, session, segment, allow=s.allow, left=left, slot=slot)
         if done.code != "recall_appended":
             return done.code
         size = (corpus_dir(s.home) / segment).stat().st_size
-        if s.left() - RESERVE_S < size / INDEX_BYTES_PER_S:
+        if left() - RESERVE_S < size / INDEX_BYTES_PER_S:
             return done.code
         with ctx.store() as store:
             index_home(s.home, store, only=[session])
