@@ -42,7 +42,7 @@ import fcntl
 import hashlib
 import os
 import time as clock
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -266,17 +266,21 @@ def digest(role: str, time: datetime, text: str) -> bytes:
     return hashlib.sha256(f"{role}\0{time.isoformat()}\0{text}".encode()).digest()
 
 
-def held_digests(home: Path, sid: str, allow: frozenset[str]) -> set[bytes]:
+def held_digests(
+    home: Path, sid: str, allow: frozenset[str], *, times: Collection[datetime] | None = None
+) -> set[bytes]:
     """The digests of the user and assistant records of a session, every epoch, over
     their clean text: a session an earlier tether imported with its raw text still
-    matches the same messages brought in clean."""
+    matches the same messages brought in clean. ``times``: only the records written at
+    one of those times (a message can only be a record of its own time), so a long
+    session's text is not all scanned again for one window."""
     if not Session.exists(home, sid):
         return set()
     held = [
         r
         for _, records in Session.open(home, sid).epoch_records()
         for r in records
-        if isinstance(r, User | Assistant)
+        if isinstance(r, User | Assistant) and (times is None or r.time in times)
     ]
     roles = ["user" if isinstance(r, User) else "assistant" for r in held]
     texts = clean_texts(list(zip(roles, (r.text for r in held), strict=True)), allow)
@@ -284,12 +288,13 @@ def held_digests(home: Path, sid: str, allow: frozenset[str]) -> set[bytes]:
 
 
 class _Appender:
-    """Appends segments' turns to one session, the lock held: what the session holds is
-    read once (its digests), then kept in step with what is appended."""
+    """Appends segments' turns to one session, the lock held: per segment, the session's
+    records of the segment's times are compared (their digests), and what is appended is
+    remembered for the next segment."""
 
     def __init__(self, home: Path, sid: str, *, allow: frozenset[str], slot: int) -> None:
         self.home, self.sid, self.allow, self.slot = home, sid, allow, slot
-        self.known: set[bytes] | None = None
+        self.added: set[bytes] = set()  # digests appended by this appender
 
     def segment(self, name: str) -> Recalled:
         """Append what segment ``name`` holds that the session lacks; record it."""
@@ -297,21 +302,17 @@ class _Appender:
             turns = _segment_turns(self.home, name)
         except NotFoundError:
             turns = []  # its ledger entry outlived the file: nothing to recall, nor retry
-        if self.known is None:
-            self.known = held_digests(self.home, self.sid, self.allow)
+        timed = [(t, when) for t in turns if (when := utc_time(t.time)) is not None]
+        # a turn without a readable time (a hand-edited segment) cannot be placed
+        known = held_digests(self.home, self.sid, self.allow, times={w for _, w in timed})
+        known |= self.added
         records: list[User | Assistant] = []
-        first: datetime | None = None
-        last: datetime | None = None
-        for t in turns:
-            when = utc_time(t.time)
-            if when is None:
-                continue  # a hand-edited segment: its turn cannot be placed
-            first = when if first is None or when < first else first
-            last = when if last is None or when > last else last
+        for t, when in timed:
             d = digest(t.role, when, t.text)
-            if d in self.known:
+            if d in known:
                 continue
-            self.known.add(d)
+            known.add(d)
+            self.added.add(d)
             records.append(
                 User(time=when, text=t.text)
                 if t.role == "user"
@@ -322,7 +323,11 @@ class _Appender:
             self._session(records[0].time).append(*records)
         crash_point(CRASH_AFTER_APPEND)
         entry = Recalled(
-            segment=name, first=first, last=last, messages=len(turns), new=len(records)
+            segment=name,
+            first=min((w for _, w in timed), default=None),
+            last=max((w for _, w in timed), default=None),
+            messages=len(turns),
+            new=len(records),
         )
         mark_recalled(self.home, self.sid, entry)
         return entry
