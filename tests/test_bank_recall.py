@@ -189,6 +189,29 @@ def test_a_hook_killed_before_its_window_is_recorded_loses_and_doubles_nothing(
     assert held(home) == said
 
 
+def test_a_hook_killed_before_its_ledger_entry_is_caught_up_by_the_next_hook(
+    home: Path, tmp_path: Path
+) -> None:
+    """A segment with no ledger entry is unknown to recall's catch-up; the next hook of
+    the session banks the same window again (``segment_dup``) and puts it in."""
+    t = Transcript(tmp_path / "t.jsonl")
+    first_window(t)
+    env = {"TETHER_CRASH_AT": "hook-after-segment-write"}
+    assert hook(home, "pre-compact", payload("PreCompact", t.path), env=env).returncode != 0
+    assert recall(home, "ledger database") == []
+    t.boundary()
+    start = hook(home, "session-start", payload("SessionStart", t.path, source="compact"))
+    assert start.returncode == 0, start.stderr
+    line = heartbeat(home)[-1]
+    assert (line["backstop"], line["segment"], line["recall"]) == (
+        "backstop_banked",
+        "segment_dup",
+        "recall_indexed",
+    )
+    assert "PostgreSQL 16" in recall(home, "ledger database")[0]["text"]
+    assert len(held(home)) == 6
+
+
 def test_a_hook_out_of_time_leaves_its_window_to_the_next_recall(
     home: Path, tmp_path: Path
 ) -> None:
