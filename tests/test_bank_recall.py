@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from checkpoint_helpers import (
     SECRET,
@@ -23,6 +25,9 @@ from checkpoint_helpers import (
     segments,
 )
 from daemon_helpers import tether
+from tether.checkpoint.bank import redact_text
+from tether.checkpoint.recallable import clean_texts
+from tether.core.checkpoint import Turn, parse_rendered, render
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
 EDGES = FIXTURES / "daaain__claude-code-log__edge_cases.jsonl"
@@ -372,3 +377,38 @@ async def test_mcp_recall_catches_up_a_window_its_hook_never_put_in(
         assert not error, text
         assert "PostgreSQL 16" in json.loads(text)["hits"][0]["text"]
     assert len(held(home)) == 6
+
+
+pieces = st.lists(
+    st.sampled_from(
+        ["we ", "use ", "<private>", "</private>", "diary ", "\n", "  ", SECRET, " = ", "x", "["]
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), pieces), max_size=5))
+def test_the_import_stores_each_message_as_the_hooks_bank_it(said: list[tuple[str, str]]) -> None:
+    """The two paths agree on a message's text (or a message would land twice): what the
+    import stores (``clean_texts``) is what a banked window, read back, holds."""
+    turns = [
+        Turn("user" if r == "user" else "assistant", t, f"2026-11-01T10:00:0{i}Z")
+        for i, (r, t) in enumerate(said)
+    ]
+    banked = parse_rendered(redact_text(render(turns)).body.decode())
+    cleaned = [c for c in clean_texts(said, frozenset()) if c]
+    assert [t.text for t in banked] == cleaned
+    assert all(SECRET not in c for c in cleaned)
+    assert clean_texts([("user", c) for c in cleaned], frozenset()) == cleaned  # idempotent
+
+
+def test_memory_reindex_catches_up_a_window_no_hook_put_in(home: Path, tmp_path: Path) -> None:
+    t = Transcript(tmp_path / "t.jsonl")
+    first_window(t)
+    env = {"TETHER_CRASH_AT": "recall-before-append"}
+    assert hook(home, "pre-compact", payload("PreCompact", t.path), env=env).returncode != 0
+    out = tether(home, "memory", "reindex")
+    assert out.returncode == 0, out.stderr
+    assert len(held(home)) == 6
+    assert "PostgreSQL 16" in recall(home, "ledger database")[0]["text"]
