@@ -75,25 +75,28 @@ def test_a_real_transcript_reads_as_the_conversation_it_holds() -> None:
             '{"file_path":"/project/hello.py","content":"def hello():\\n    return '
             "'Hello, World!'\\n\"}",
         ),
+        # A tool's output is kept as the turn's tool work (the assistant's side).
+        ("assistant", "[tool result] File written successfully"),
         (
             "assistant",
             '[tool Bash] {"command":"git add . && git commit -m \'Add hello function\'",'
             '"description":"Commit changes"}',
         ),
+        ("assistant", "[tool result] [main abc1234] Add hello function\n 1 file changed"),
         ("user", "Now add a goodbye function"),
         ("assistant", "Done! The hello function is ready."),
     ]
     assert msgs[0].time == datetime(2025, 12, 24, 10, 0, tzinfo=UTC)
-    # The summary line and the two tool results are skipped, and said to be.
-    assert dict(t.skipped) == {"not_a_message": 1, "tool_result": 2}
+    # The summary line is skipped, and said to be.
+    assert dict(t.skipped) == {"not_a_message": 1}
 
 
 @needs_fixtures
 def test_bad_lines_in_a_real_file_are_skipped_and_counted_never_fatal() -> None:
     t = read_transcript(EDGES.read_bytes().split(b"\n"))
-    assert t.messages == 10
+    assert t.messages == 11  # one of them the failed tool's error
     assert t.skipped["not_an_object"] == 3
-    assert sum(t.skipped.values()) == 9
+    assert sum(t.skipped.values()) == 8
 
 
 def test_what_is_kept_and_what_is_skipped() -> None:
@@ -118,12 +121,12 @@ def test_what_is_kept_and_what_is_skipped() -> None:
     ]
     t = read_transcript(lines)
     msgs = t.sessions[SID]
-    assert [m.role for m in msgs] == ["user", "assistant"]
+    assert [m.role for m in msgs] == ["user", "assistant", "assistant"]
     assert msgs[1].text.startswith('Looking at it.\n\n[tool Read] {"path":"xxx')
     assert msgs[1].text.endswith("…")
     assert len(msgs[1].text) < 400
+    assert msgs[2].text == "[tool result] file body"
     assert dict(t.skipped) == {
-        "tool_result": 1,
         "meta": 1,
         "not_a_message": 1,
         "compact_summary": 1,
@@ -195,12 +198,12 @@ def test_import_again_and_after_growth_adds_only_what_is_new(home: Path, tmp_pat
     shutil.copy(SIMONW, transcript)
     code, said = run_import(home, transcript)
     assert code == 0, said
-    assert "imported 5 of the transcript's 5 messages (2 turns) into cc-test-session-id" in said
-    assert "3 lines skipped (2 tool_result, 1 not_a_message)" in said
+    assert "imported 7 of the transcript's 7 messages (2 turns) into cc-test-session-id" in said
+    assert "1 line skipped (1 not_a_message)" in said
     code, said = run_import(home, transcript)
     assert (code, said.split(";")[0]) == (
         0,
-        "nothing new: the transcript's 5 messages are in (cc-test-session-id)",
+        "nothing new: the transcript's 7 messages are in (cc-test-session-id)",
     )
     # The session goes on: two lines more.
     more = [
@@ -214,9 +217,9 @@ def test_import_again_and_after_growth_adds_only_what_is_new(home: Path, tmp_pat
         f.write(b"\n".join(more) + b"\n")
     code, said = run_import(home, transcript)
     assert code == 0, said
-    assert "imported 2 of the transcript's 7 messages (1 turn)" in said
+    assert "imported 2 of the transcript's 9 messages (1 turn)" in said
     records = held(home, "cc-test-session-id")
-    assert len(records) == 7
+    assert len(records) == 9
     assert records[-2:] == [("User", "Rename goodbye to farewell"), ("Assistant", "Renamed.")]
     hits = json.loads(tether(home, "memory", "recall", "farewell", "--json").stdout)
     assert [h["session"] for h in hits][:1] == ["cc-test-session-id"]

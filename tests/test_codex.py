@@ -82,13 +82,13 @@ def test_a_rollout_reads_as_the_conversation_it_holds() -> None:
     assert [(m.role, m.text) for m in t.sessions[SID]] == [
         ("user", "why does the retry test hang?"),
         ("assistant", '[tool shell] {"command":["rg","-n","backoff","tests/test_retry.py"]}'),
+        ("assistant", "[tool result] 12: backoff(0)"),
         ("assistant", "backoff(0) sleeps forever: use 0.1."),
     ]
     assert dict(t.skipped) == {
         "not_a_message": 4,  # session_meta, turn_context, two event_msg copies
         "boilerplate": 1,
         "reasoning": 1,
-        "tool_result": 1,
         "compact_summary": 1,
         "not_json": 1,
     }
@@ -118,8 +118,8 @@ def test_import_a_rollout_and_again(home: Path, tmp_path: Path) -> None:
     path.write_bytes(b"\n".join(ROLLOUT) + b"\n")
     out = tether(home, "sessions", "import", "--format", "codex", str(path))
     assert out.returncode == 0, out.stderr
-    assert f"imported 3 of the transcript's 3 messages (1 turn) into {SID}" in out.stdout
+    assert f"imported 4 of the transcript's 4 messages (1 turn) into {SID}" in out.stdout
     again = tether(home, "sessions", "import", "--format", "codex", str(path))
-    assert again.stdout.startswith(f"nothing new: the transcript's 3 messages are in ({SID})")
+    assert again.stdout.startswith(f"nothing new: the transcript's 4 messages are in ({SID})")
     hits = json.loads(tether(home, "memory", "recall", "retry test backoff", "--json").stdout)
     assert hits[0]["session"] == SID

@@ -60,6 +60,8 @@ SCAN_BYTES_PER_S = 20_000_000
 WRITE_RESERVE_S = 0.05
 #: The longest the hook waits for the daemon's answer (within the deadline).
 IPC_TIMEOUT_S = 1.0
+#: The time the recall step of a session end may take (it runs detached).
+UNHURRIED_S = 60.0
 #: The fault point between a segment's write and its ledger entry (crash tests).
 CRASH_AFTER_WRITE = "hook-after-segment-write"
 
@@ -88,6 +90,10 @@ class HookSetting:
     #: tether.toml could not be read (hold: bank, schedule nothing).
     writeback: bool | None = None
     config_ok: bool = True
+    #: Called with each window banked (the session, the segment's file name, the time
+    #: left) to put its messages in recall at once; returns a telemetry code
+    #: (``recall``). Set by the CLI (it indexes, which a service may not); None: banking only.
+    on_banked: Callable[[HookSetting, str, str, Callable[[], float]], str] | None = None
 
     @property
     def retired(self) -> bool:
@@ -111,6 +117,7 @@ class Outcome:
     flush: str | None = None  # the daemon's schedule code; None when none answered
     mode: str | None = None  # session end: remainder, skip_covered, full_fallback
     backstop: str | None = None  # backstop_banked, backstop_covered
+    recall: str | None = None  # recall_indexed, recall_appended, recall_deferred, recall_error
     trigger: str | None = None
     source: str | None = None
     reason: str | None = None
@@ -131,6 +138,7 @@ class Outcome:
             "flush": self.flush,
             "mode": self.mode,
             "backstop": self.backstop,
+            "recall": self.recall,
             "trigger": self.trigger,
             "source": self.source,
             "reason": self.reason,
@@ -207,7 +215,22 @@ def _bank(
     out.size += report.bytes
     out.redactions += sum(report.redactions.values())
     out.banked.append(report)
+    _recallable(s, out, session, report)
     return report
+
+
+def _recallable(s: HookSetting, out: Outcome, session: str, report: BankReport) -> None:
+    """Put the banked window in recall (``HookSetting.on_banked``); whatever fails here
+    leaves the bytes banked (a later pass catches the segment up)."""
+    if s.on_banked is None or report.path is None:
+        return
+    # Session end runs detached (the harness waits for nothing): no deadline there.
+    left = s.left if out.event != "session-end" else lambda: UNHURRIED_S
+    try:
+        out.recall = s.on_banked(s, session, report.path.name, left)
+    except Exception as exc:  # the bytes are banked: the recall step may only degrade
+        out.recall = "recall_error"
+        out.error = out.error or type(exc).__name__
 
 
 def _flush(s: HookSetting, out: Outcome, session: str, report: BankReport | None) -> None:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,7 +51,38 @@ def _setting(ctx: Context, harness: str, started: float) -> HookSetting:
         pack_tokens=cp.pack_tokens,
         allow=allow,
         writeback=cp.auto_writeback,
+        on_banked=_recallable(ctx, config.slots.main),
     )
+
+
+#: A low estimate of how fast a session's new rows are indexed (FTS5 inserts run at
+#: ~20 MB/s here): with less time left than a segment needs, the hook leaves its
+#: indexing to the pass every recall runs first (``recall_appended``).
+INDEX_BYTES_PER_S = 5_000_000
+
+
+def _recallable(
+    ctx: Context, slot: int
+) -> Callable[[HookSetting, str, str, Callable[[], float]], str]:
+    """What a hook calls with each window it banked: its messages into the harness's
+    session (``checkpoint.recallable``), then that session indexed, in the time left."""
+
+    def remember(s: HookSetting, session: str, segment: str, left: Callable[[], float]) -> str:
+        from tether.checkpoint.bank import corpus_dir
+        from tether.checkpoint.recallable import RESERVE_S, remember_segment
+        from tether.memory.indexer import index_home
+
+        done = remember_segment(s.home, session, segment, allow=s.allow, left=left, slot=slot)
+        if done.code != "recall_appended":
+            return done.code
+        size = (corpus_dir(s.home) / segment).stat().st_size
+        if left() - RESERVE_S < size / INDEX_BYTES_PER_S:
+            return done.code
+        with ctx.store() as store:
+            index_home(s.home, store, only=[session])
+        return "recall_indexed"
+
+    return remember
 
 
 def _stdin() -> bytes:
@@ -294,6 +326,7 @@ def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: boo
     import asyncio
 
     from tether.checkpoint.hooks import bank_transcript
+    from tether.checkpoint.recallable import catch_up
     from tether.cli.context import echo_json
     from tether.errors import NotFoundError
     from tether.imports.transcript import transcripts_in
@@ -307,6 +340,7 @@ def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: boo
     results = []
     for one in transcripts_in(path):
         session, report = bank_transcript(home, one, harness, datetime.now(UTC), allow)
+        catch_up(home, allow=allow, slot=config.slots.main, wait=True)  # into recall
         row: dict[str, object] = {
             "transcript": str(one),
             "session": session,

@@ -87,6 +87,7 @@ def _serve(ctx: Context, *, http: bool, host: str, port: int, trusted: bool) -> 
             result_tokens=config.mcp.result_tokens,
             now=lambda: datetime.now(UTC),
             vectors=vectors,
+            slot=config.slots.main,
         )
         with contextlib.suppress(KeyboardInterrupt):
             if http:

@@ -48,9 +48,10 @@ if TYPE_CHECKING:
 TEXT_CHARS = 120
 
 
-def hit_json(hit: Hit) -> dict[str, Any]:
-    """The public shape of one ``memory recall --json`` hit (add keys, never rename)."""
-    return {
+def hit_json(hit: Hit, link: str | None = None) -> dict[str, Any]:
+    """The public shape of one ``memory recall --json`` hit (add keys, never rename);
+    ``link``: the banked window of a harness session's hit (``tether://corpus/...``)."""
+    doc: dict[str, Any] = {
         "kind": hit.kind,
         "session": hit.session,
         "turn": hit.turn,
@@ -58,6 +59,9 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "tag": hit.tag,
         "score": round(hit.score, 4),
     }
+    if link is not None:
+        doc["link"] = link
+    return doc
 
 
 def session_json(found: SessionHit) -> dict[str, Any]:
@@ -93,11 +97,13 @@ def _one_line(text: str, width: int = TEXT_CHARS) -> str:
 @pass_ctx
 def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
+    from tether.checkpoint.recallable import Links
     from tether.memory.indexer import index_home
     from tether.memory.recall import recall, recall_sessions
 
     home = ctx.home
     with ctx.store() as store, _vectors(ctx) as vectors:
+        _catch_up(ctx)
         report = index_home(home, store)
         now = datetime.now(UTC)
         if by_session:
@@ -109,16 +115,27 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
     if by_session:
         _print_sessions(sessions, as_json)
         return
+    links = Links(home)
+    segments = [links.of(h.session, h.time) for h in hits]
     if as_json:
-        echo_json([hit_json(h) for h in hits])
+        echo_json([hit_json(h, link) for h, link in zip(hits, segments, strict=True)])
         return
     if not hits:
         click.echo("no matches")
         return
     wheres = [f"{h.session}#{h.turn}" if h.session is not None else h.ref for h in hits]
     width = max(24, *(len(w) for w in wheres))  # imported ids (cc-<uuid>) run long
-    for h, where in zip(hits, wheres, strict=True):
-        click.echo(f"{h.tag:<14} {where:<{width}} {h.score:7.2f}  {_one_line(h.text)}")
+    for h, where, link in zip(hits, wheres, segments, strict=True):
+        line = f"{h.tag:<14} {where:<{width}} {h.score:7.2f}  {_one_line(h.text)}"
+        click.echo(f"{line}  {link}" if link else line)
+
+
+def _catch_up(ctx: Context, *, wait: bool = False) -> None:
+    """Put in their sessions the windows the hooks banked but had no time to (see
+    ``checkpoint.recallable``), so the index pass that follows makes them recallable."""
+    from tether.checkpoint.recallable import catch_up
+
+    catch_up(ctx.home, allow=home_allow(ctx.home), slot=ctx.config().slots.main, wait=wait)
 
 
 @contextlib.contextmanager
@@ -160,6 +177,7 @@ def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
         return
 
     with ctx.store() as store, terminal_meter() as meter:
+        _catch_up(ctx, wait=True)
         report = reindex(ctx.home, store, meter=meter)
     if as_json:
         echo_json(

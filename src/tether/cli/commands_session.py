@@ -36,7 +36,7 @@ def session_json(session: Session, meta: SessionMeta | None = None) -> dict[str,
         "epochs": list(session.epochs),
         "turns": session.turns(),
         "untrusted": session.untrusted(),
-        "carry": session.carry,
+        "carry": None if session.carry is None else _said(session.carry),
         "slot": session.slot,
         "owner": meta.owner or DEFAULT_OWNER,
         "discarded": meta.discarded_at is not None,
@@ -79,6 +79,14 @@ def session_list(ctx: Context, as_json: bool) -> None:
         click.echo(f"{row['id']:<32} {row['epoch']:>5} {row['turns']:>6} {row['slot']:>4}  {trust}")
 
 
+def _said(text: str) -> str:
+    """What was said as tether shows it: ``<private>`` spans ``[private]``, secrets
+    redacted."""
+    from tether.core.checkpoint import strip_private
+
+    return shown(strip_private(text))
+
+
 def conversation(session: Session) -> list[dict[str, Any]]:
     """What was said in the session, every epoch in order, as ``--messages`` prints it:
     the owner's and the agent's words, tool calls, what tools returned (its size and
@@ -88,11 +96,11 @@ def conversation(session: Session) -> list[dict[str, Any]]:
         for r in records:
             time = utc_stamp(r.time)
             if isinstance(r, User):
-                out.append({"epoch": epoch, "time": time, "role": "owner", "text": shown(r.text)})
+                out.append({"epoch": epoch, "time": time, "role": "owner", "text": _said(r.text)})
             elif isinstance(r, Assistant):
-                out.append({"epoch": epoch, "time": time, "role": "agent", "text": shown(r.text)})
+                out.append({"epoch": epoch, "time": time, "role": "agent", "text": _said(r.text)})
             elif isinstance(r, ToolCall):
-                args = shown(msgspec.json.encode(r.args).decode())
+                args = _said(msgspec.json.encode(r.args).decode())
                 out.append(
                     {"epoch": epoch, "time": time, "role": "tool_call", "text": f"{r.name} {args}"}
                 )

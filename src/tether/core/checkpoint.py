@@ -14,7 +14,8 @@ harness is about to summarise (or did). The harness's own summary record after a
   False for the first window when the read began mid-file (only a tail was read): its
   start is unknown, so its hash cannot be compared with one computed from a full parse.
 - ``render``: a window as the plain text a segment holds (deterministic: one block a turn,
-  continuation lines indented so no text can forge a turn line).
+  continuation lines indented so no text can forge a turn line); ``parse_rendered``, its
+  inverse: a banked segment's turns again (what recall indexes of it).
 - ``coverage``: the session-end decision (``remainder``, ``skip_covered``, ``full_fallback``)
   from exact-set hashes, never counts.
 - ``build_pack``: the context pack within a token budget (``core.tokens``).
@@ -109,6 +110,42 @@ def render(turns: Sequence[Turn]) -> str:
         who = "USER" if t.role == "user" else "ASSISTANT"
         blocks.append(f"[{t.time}] {who}: {text}".replace("\n", "\n  "))
     return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+_BLOCK = re.compile(r"\[([^\]\n]*)\] (USER|ASSISTANT): ?(.*)")
+
+
+def parse_rendered(body: str) -> list[Turn]:
+    """The turns ``render`` wrote (its inverse, for a segment's body: header line removed),
+    each text as the segment holds it: private spans ``[private]``, secrets redacted.
+
+    A line at column 0 that reads ``[time] USER: `` or ``[time] ASSISTANT: `` opens a turn;
+    the lines after it indented by two spaces continue it (``render`` indents every
+    continuation line, so a text cannot forge a turn line); blank lines separate turns.
+    Anything else (a line a hand edit left unindented) is kept as a continuation."""
+    turns: list[Turn] = []
+    role: Literal["user", "assistant"] | None = None
+    time = ""
+    lines: list[str] = []
+
+    def close() -> None:
+        if role is not None:
+            text = "\n".join(lines).strip()
+            if text:
+                turns.append(Turn(role, text, time))
+
+    for line in body.split("\n"):
+        if not line:
+            continue
+        m = _BLOCK.fullmatch(line)
+        if m is not None:
+            close()
+            time, role = m.group(1), "user" if m.group(2) == "USER" else "assistant"
+            lines = [m.group(3)]
+        elif role is not None:
+            lines.append(line[2:] if line.startswith("  ") else line)
+    close()
+    return turns
 
 
 SessionEndMode = Literal["remainder", "skip_covered", "full_fallback"]

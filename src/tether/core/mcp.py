@@ -159,6 +159,8 @@ class CompactHit:
     trust: Literal["trusted", "untrusted"]
     text: str  # the first non-blank line, at most LINE_CHARS characters
     session: str | None = None
+    #: The banked window (``tether://corpus/...``) a harness session's hit came from.
+    segment: str | None = None
 
 
 def first_line(text: str, limit: int = LINE_CHARS) -> str:

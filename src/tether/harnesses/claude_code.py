@@ -11,12 +11,15 @@ a crash, a test fixture's deliberate ``[]``).
 
 What becomes a message (``Message``), and why:
 
-- the owner's words: a user line's string content or its ``text`` blocks. A user line
-  that only carries ``tool_result`` blocks is the harness returning tool output: skipped
-  (the tool call it answers is kept, below);
+- the owner's words: a user line's string content or its ``text`` blocks;
 - the assistant's ``text`` blocks, and each ``tool_use`` as ``[tool NAME] INPUT`` (the
   input as compact JSON, cut at ``transcript.TOOL_INPUT_CHARS``): the file paths and commands are
   what a coding session is later searched for;
+- a user line that only carries ``tool_result`` blocks is the harness returning tool
+  output: it becomes an *assistant* message (the turn's tool work, beside the tool call it
+  answers, never the owner's words) ``[tool result] OUTPUT``, or ``[tool error] OUTPUT``
+  when ``is_error`` (``transcript.tool_output``: head and tail kept). That is where a
+  session's error messages live; the secret scan runs on it like on every message;
 - skipped: ``thinking`` blocks; ``isMeta`` lines (the harness's own notes);
   ``isCompactSummary`` lines (Claude Code's summary at a compaction: the transcript
   still holds everything it summarised); ``isSidechain`` lines (a subagent's own
@@ -39,6 +42,7 @@ from tether.harnesses.transcript import (
     json_object,
     tether_session,
     tool_call,
+    tool_output,
     utc_time,
 )
 
@@ -68,6 +72,34 @@ def _text(role: str, content: Any) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def _tool_results(content: Any) -> str:
+    """The outputs of a user line made only of ``tool_result`` blocks, one message; ""
+    when the line holds anything else (its words are the owner's) or no output."""
+    if not isinstance(content, list) or not content:
+        return ""
+    outputs: list[str] = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            return ""
+        out = tool_output(block.get("content"), error=block.get("is_error") is True)
+        if out:
+            outputs.append(out)
+    return "\n\n".join(outputs)
+
+
+def _said(kind: str, content: Any) -> tuple[Literal["user", "assistant"], str] | str:
+    """(role, text) of a user or assistant line's content, or why it has none."""
+    text = _text(kind, content)
+    if text:
+        return ("user", text) if kind == "user" else ("assistant", text)
+    if kind == "user":
+        results = _tool_results(content)
+        if results:
+            return "assistant", results
+        return "tool_result" if isinstance(content, list) else "no_text"
+    return "no_text"
+
+
 def parse_line(raw: bytes) -> Message | str:
     """One transcript line: its message, or why it is skipped (a short reason code)."""
     record = json_object(raw)
@@ -87,10 +119,10 @@ def parse_line(raw: bytes) -> Message | str:
         return "no_time"
     message = record.get("message")
     content = message.get("content") if isinstance(message, dict) else None
-    text = _text(kind, content)
-    if not text:
-        return "tool_result" if kind == "user" and isinstance(content, list) else "no_text"
-    return Message(session_id_for(session), kind, text, time)
+    said = _said(kind, content)
+    if isinstance(said, str):
+        return said
+    return Message(session_id_for(session), said[0], said[1], time)
 
 
 def _skipped(record: dict[str, Any]) -> str | None:
@@ -141,8 +173,7 @@ def window_entry(raw: bytes) -> Entry | str:
     assert isinstance(stamp, str)
     message = record.get("message")
     content = message.get("content") if isinstance(message, dict) else None
-    text = _text(kind, content)
-    if not text:
-        return "tool_result" if kind == "user" and isinstance(content, list) else "no_text"
-    role: Literal["user", "assistant"] = "user" if kind != "assistant" else "assistant"
-    return Turn(role, text, stamp, uid)
+    said = _said(kind, content)
+    if isinstance(said, str):
+        return said
+    return Turn(said[0], said[1], stamp, uid)

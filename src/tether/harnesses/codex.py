@@ -11,7 +11,10 @@ conversation is in ``response_item`` lines:
 - ``function_call`` (``name``, ``arguments``) and ``local_shell_call`` (``action.command``)
   are kept as the assistant's ``[tool NAME] INPUT``, as for Claude Code: the commands and
   files of a session are what it is searched for later;
-- skipped: their outputs (``function_call_output``: ``tool_result``), ``reasoning``
+- their outputs (``function_call_output``, ``local_shell_call_output``,
+  ``custom_tool_call_output``) as the assistant's ``[tool result] OUTPUT``, head and tail
+  kept (``transcript.tool_output``), as for Claude Code: error messages live there;
+- skipped: ``reasoning``
   (encrypted), ``event_msg`` lines (the UI's copies of the same messages, and token
   counts), ``turn_context``, ``compacted`` (Codex's summary at a compaction: the rollout
   keeps what it summarised), and record types a later Codex adds.
@@ -22,6 +25,7 @@ Messages before any ``session_meta`` have no session and are skipped (``no_sessi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,17 +36,14 @@ from tether.harnesses.transcript import (
     json_object,
     tether_session,
     tool_call,
+    tool_output,
     utc_time,
 )
 
 PREFIX = "codex-"
 BOILERPLATE = ("<environment_context>", "<user_instructions>")
-_SKIPPED_ITEMS = {
-    "function_call_output": "tool_result",
-    "local_shell_call_output": "tool_result",
-    "custom_tool_call_output": "tool_result",
-    "reasoning": "reasoning",
-}
+_SKIPPED_ITEMS = {"reasoning": "reasoning"}
+_OUTPUTS = ("function_call_output", "local_shell_call_output", "custom_tool_call_output")
 
 
 def session_id_for(codex_session: str) -> str:
@@ -87,7 +88,25 @@ def _item(payload: dict[str, Any]) -> tuple[str, str] | str:
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         return "assistant", tool_call("shell", command if isinstance(command, str) else "")
+    if kind in _OUTPUTS:
+        text = tool_output(_output_text(payload.get("output")))
+        return ("assistant", text) if text else "tool_result"
     return _SKIPPED_ITEMS.get(str(kind), "not_a_message")
+
+
+def _output_text(output: Any) -> Any:
+    """A tool output's text: Codex writes a shell call's as JSON ``{"output": ...,
+    "metadata": ...}`` in a string, other tools' as plain text or content blocks."""
+    if isinstance(output, dict):
+        return output.get("output", output.get("content"))
+    if isinstance(output, str) and output.startswith("{"):
+        try:
+            doc = json.loads(output)
+        except ValueError:
+            return output
+        if isinstance(doc, dict) and isinstance(doc.get("output"), str):
+            return doc["output"]
+    return output
 
 
 def read_rollout(lines: Iterable[bytes]) -> Transcript:

@@ -15,6 +15,15 @@ from tether.ids import is_session_id
 
 #: Characters of a tool call's input kept in the message that records it.
 TOOL_INPUT_CHARS = 300
+#: Characters of a tool result kept in the message that records it: its head and its tail
+#: (an error's message and a traceback's last lines are at either end; a file read or a
+#: test run's middle is rarely what is searched for later).
+TOOL_RESULT_HEAD = 1200
+TOOL_RESULT_TAIL = 800
+#: How a tool's output is marked in the message that records it (``[tool error]`` when the
+#: harness flagged it as failed).
+TOOL_RESULT = "[tool result]"
+TOOL_ERROR = "[tool error]"
 _NOT_ID = re.compile(r"[^a-z0-9-]+")
 
 
@@ -81,6 +90,26 @@ def tool_call(name: Any, args: Any) -> str:
     if len(text) > TOOL_INPUT_CHARS:
         text = text[:TOOL_INPUT_CHARS] + "…"
     return f"[tool {name if isinstance(name, str) and name else '?'}] {text}"
+
+
+def tool_output(content: Any, *, error: bool = False) -> str:
+    """``[tool result] OUTPUT`` (``[tool error]`` when ``error``): a tool's output (a string,
+    or a list of ``text`` blocks), its head and tail kept; "" when it has no text."""
+    if isinstance(content, list):
+        parts = [
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+        content = "\n".join(parts)
+    if not isinstance(content, str) or not content.strip():
+        return ""
+    text = content.strip()
+    if len(text) > TOOL_RESULT_HEAD + TOOL_RESULT_TAIL:
+        cut = len(text) - TOOL_RESULT_HEAD - TOOL_RESULT_TAIL
+        head, tail = text[:TOOL_RESULT_HEAD], text[-TOOL_RESULT_TAIL:]
+        text = f"{head}\n… [{cut} characters left out] …\n{tail}"
+    return f"{TOOL_ERROR if error else TOOL_RESULT} {text}"
 
 
 def json_object(raw: bytes) -> dict[str, Any] | str:

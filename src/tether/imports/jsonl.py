@@ -39,10 +39,8 @@ from tether.memory.indexer import IndexReport, index_home
 from tether.ports import Progress as Meter
 from tether.ports import StoreOpener
 from tether.records import Assistant, Baseline, JournalEntry, LogRecord, SessionMeta, User
-from tether.sessions.session import Session
+from tether.sessions.session import Session, imported_system
 
-#: The system prompt of imported sessions when the home has no ``config/system.md``.
-DEFAULT_SYSTEM = "You are tether, a personal assistant with a long memory."
 #: Characters of text appended to a session at once (a long session takes several
 #: appends, so what one append encodes stays bounded).
 BATCH_CHARS = 8 * 1024 * 1024
@@ -67,14 +65,6 @@ def _record(line: ImportLine) -> LogRecord:
     if line.role == "user":
         return User(time=line.time, text=line.text, speaker=line.speaker)
     return Assistant(time=line.time, text=line.text)
-
-
-def _system_prompt(home: Path) -> str:
-    try:
-        text = (home / "config" / "system.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return DEFAULT_SYSTEM
-    return text if text.strip() else DEFAULT_SYSTEM
 
 
 def _existing(home: Path, sessions: Iterable[str]) -> set[str]:
@@ -118,7 +108,7 @@ class _Writer:
         self.ledger = ledger
         self.progress = progress
         self.meter = meter
-        self.baseline = Baseline(system=_system_prompt(home), memory="")
+        self.baseline = Baseline(system=imported_system(home), memory="")
         self.slot = config.slots.main
         self.chars = chars
         self.written = 0

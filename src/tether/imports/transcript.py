@@ -11,7 +11,14 @@ time (to the microsecond) and text is:
 - run after the transcript grew: only the new messages are appended;
 - two transcripts holding the same session's messages: each message lands once;
 - run after a kill part-way: the messages that reached the session are there, so the
-  next run appends exactly the others.
+  next run appends exactly the others;
+- run after the checkpoint hooks banked windows of the same session (``checkpoint.recallable``
+  put their messages in it): only what no window held is appended.
+
+A message's text is stored *clean* (``checkpoint.recallable.clean_text``): ``<private>`` spans are
+``[private]`` and secrets redacted, exactly as a banked segment holds them, so the hook
+path and this one store, and compare, the same text; a session an earlier tether
+imported with raw text is compared by the clean form of its records too.
 
 The new messages are written as a generic import file under ``<home>/imports/`` and
 imported by ``import_jsonl`` (the same checks, batching, indexing and journal), then the
@@ -34,6 +41,7 @@ from pathlib import Path
 import msgspec
 
 from tether import files
+from tether.checkpoint.recallable import clean_texts, digest, held_digests
 from tether.config import Config
 from tether.errors import BadInputError, NotFoundError
 from tether.faults import crash_point
@@ -42,8 +50,7 @@ from tether.harnesses.transcript import Message, Transcript
 from tether.imports.jsonl import ImportReport, import_jsonl
 from tether.imports.ledger import IMPORTS_DIR, ImportLedger
 from tether.ports import Progress, StoreOpener
-from tether.records import Assistant, User
-from tether.sessions.session import Session
+from tether.scan.allow import home_allow
 
 LOCK_FILE = ".transcripts.lock"
 
@@ -57,22 +64,9 @@ class TranscriptReport:
     imported: ImportReport | None = None  # None when nothing was new
 
 
-def _held(home: Path, sid: str) -> list[User | Assistant]:
-    """The user and assistant records of a session, every epoch, in order (the current
-    epoch's as ``Session.open`` read them; only the earlier ones are read again)."""
-    if not Session.exists(home, sid):
-        return []
-    return [
-        r
-        for _, records in Session.open(home, sid).epoch_records()
-        for r in records
-        if isinstance(r, User | Assistant)
-    ]
-
-
-def _line(m: Message) -> bytes:
+def _line(m: Message, text: str) -> bytes:
     return msgspec.json.encode(
-        {"session": m.session, "role": m.role, "text": m.text, "time": m.time.isoformat()}
+        {"session": m.session, "role": m.role, "text": text, "time": m.time.isoformat()}
     )
 
 
@@ -103,18 +97,6 @@ def transcripts_in(path: Path) -> list[Path]:
     return found
 
 
-def _digest(role: str, time: datetime, text: str) -> bytes:
-    """What makes a message the same message (see the module doc), in 32 bytes."""
-    return hashlib.sha256(f"{role}\0{time.isoformat()}\0{text}".encode()).digest()
-
-
-def _held_digests(home: Path, sid: str) -> set[bytes]:
-    return {
-        _digest("user" if isinstance(r, User) else "assistant", r.time, r.text)
-        for r in _held(home, sid)
-    }
-
-
 def import_transcript(
     home: Path,
     paths: Path | Sequence[Path],
@@ -140,6 +122,7 @@ def import_transcript(
     messages = new = 0
     skipped: Counter[str] = Counter()
     seen: dict[str, set[bytes]] = {}  # by session, in first-appearance order
+    allow = home_allow(home)
     with files.locked(lock):
         _clear(home, pending)  # a run killed before it cleared up: the sessions hold it
         # Private, like every file of the home that holds conversation (write_atomic's 0600).
@@ -156,12 +139,13 @@ def import_transcript(
                 for sid, ms in transcript.sessions.items():
                     known = seen.get(sid)
                     if known is None:
-                        known = seen[sid] = _held_digests(home, sid)
-                    for m in ms:
-                        d = _digest(m.role, m.time, m.text)
-                        if d not in known:
+                        known = seen[sid] = held_digests(home, sid, allow)
+                    clean = clean_texts([(m.role, m.text) for m in ms], allow)
+                    for m, text in zip(ms, clean, strict=True):
+                        d = digest(m.role, m.time, text)
+                        if text and d not in known:
                             known.add(d)
-                            out.write(_line(m) + b"\n")
+                            out.write(_line(m, text) + b"\n")
                             new += 1
             out.flush()
             os.fsync(out.fileno())

@@ -135,9 +135,9 @@ class TetherMcp(MCPServer[Any]):
             recall,
             description=(
                 "Search the owner's memory. Returns JSON {hits: [{id, kind, time, link, "
-                "trust, text, session?}], left_out}: compact hits, best first, whose text is "
-                "the first line only, within the server's token budget; read a hit's link "
-                "for the whole item."
+                "trust, text, session?, segment?}], left_out}: compact hits, best first, "
+                "whose text is the first line only, within the server's token budget; read "
+                "a hit's link (or its segment: the banked window) for the whole item."
             ),
             structured_output=False,
         )

@@ -25,12 +25,14 @@ from typing import Literal
 
 import msgspec
 
-from tether.checkpoint.bank import parse_segment_link, read_segment
+from tether.checkpoint.bank import parse_segment_link, read_segment, sessions_banked
+from tether.checkpoint.recallable import Links, catch_up
 from tether.core import mcp, tokens
+from tether.core.checkpoint import strip_private
 from tether.core.sweep.state import NO_SWEEP, Fact
 from tether.errors import BadInputError, NotFoundError, TetherError
 from tether.memory.identity import Identity
-from tether.memory.indexer import turn_rows
+from tether.memory.indexer import index_home, turn_rows
 from tether.memory.notes import write_note
 from tether.memory.pages import render
 from tether.memory.recall import recall, recall_sessions
@@ -86,8 +88,10 @@ class Memory:
         result_tokens: int,
         now: Callable[[], datetime],
         vectors: Vectors | None = None,
+        slot: int = 0,
     ) -> None:
         self.home = home
+        self.slot = slot  # ``[slots] main``: the slot of a session the catch-up creates
         self.vectors = vectors  # ``[recall] vectors``; None: lexical recall
         self.store = store
         self.sweep = sweep
@@ -110,17 +114,30 @@ class Memory:
 
     # -- recall ------------------------------------------------------------------------
 
+    def _up_to_date(self) -> None:
+        """What the hooks banked in the index before a search (a window they had no time
+        to index, or never appended): the server runs for a whole harness session. Only
+        the harness sessions are passed over (tether's own index themselves as they
+        write), so a search stays cheap however many sessions the home holds."""
+        catch_up(self.home, allow=home_allow(self.home), slot=self.slot)
+        harness = [sid for sid in sessions_banked(self.home) if Session.exists(self.home, sid)]
+        if harness:
+            index_home(self.home, self.store, only=harness)
+
     def recall(self, caller: Caller, query: str, k: int, level: Level) -> str:
         if len(query) > MAX_QUERY_CHARS:
             raise BadInputError(f"query is at most {MAX_QUERY_CHARS} characters (got {len(query)})")
         if not 1 <= k <= MAX_K:
             raise BadInputError(f"k is 1 to {MAX_K} (got {k})")
+        if caller.lane == "local":  # a remote caller searches world pages and facts only
+            self._up_to_date()
         time = self.now()
+        links = Links(self.home)
         if level == "sessions":
             if caller.lane == "remote":
                 raise mcp.FenceError(caller.lane, "level sessions", "a search of transcripts")
             found = recall_sessions(self.store, query, k, time=time, vectors=self.vectors)
-            compact = [self._session_hit(s.session, s.turns[0]) for s in found]
+            compact = [self._session_hit(s.session, s.turns[0], links) for s in found]
         else:
             only = self.world_refs if caller.lane == "remote" else None
             hits = recall(
@@ -133,36 +150,42 @@ class Memory:
                 only=only,
                 vectors=self.vectors,
             )
-            compact = [self._compact(h) for h in hits]
+            compact = [self._compact(h, links) for h in hits]
         kept, left_out = mcp.pack(compact, self.result_tokens)
         return mcp.render(kept, left_out)
 
     @staticmethod
-    def _compact(h: Hit) -> mcp.CompactHit:
+    def _compact(h: Hit, links: Links) -> mcp.CompactHit:
         return mcp.CompactHit(
             id=h.ref,
             kind=h.kind,
             time=_stamp(h.time),
             link=mcp.link_of(h.ref),
             trust="untrusted" if h.tag == "memory-tainted" else "trusted",
-            text=mcp.first_line(h.text),
+            text=mcp.first_line(strip_private(h.text)),
             session=h.session,
+            segment=links.of(h.session, h.time),
         )
 
-    def _session_hit(self, session: str, best: Hit) -> mcp.CompactHit:
+    def _session_hit(self, session: str, best: Hit, links: Links) -> mcp.CompactHit:
         return mcp.CompactHit(
             id=f"session:{session}",
             kind="session",
             time=_stamp(best.time),
             link=mcp.link_of(best.ref),
             trust="untrusted" if best.tag == "memory-tainted" else "trusted",
-            text=mcp.first_line(best.text),
+            text=mcp.first_line(strip_private(best.text)),
             session=session,
+            segment=links.of(session, best.time),
         )
 
     # -- read --------------------------------------------------------------------------
 
     def read(self, caller: Caller, text: str) -> str:
+        """The item ``text`` links to, ``<private>`` spans shown as ``[private]``."""
+        return strip_private(self._read(caller, text))
+
+    def _read(self, caller: Caller, text: str) -> str:
         link = mcp.parse_link(text)
         mcp.fence(link, caller.lane)
         if link.kind == "page":
@@ -202,7 +225,7 @@ class Memory:
         """A page as the resource ``tether://<slug>`` (its text, no header)."""
         link = mcp.PREFIX + slug
         page = self._visible_page(caller, mcp.parse_link(link).key, link)
-        return render(page)
+        return strip_private(render(page))
 
     def visible_pages(self, caller: Caller, prefix: str = "") -> list[Page]:
         return [

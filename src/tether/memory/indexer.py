@@ -153,7 +153,7 @@ def _rows(
         if seen is not None:
             seen.see(r)
             if isinstance(r, EpochEnd) and r.summary.strip():
-                said = redact_many([r.summary], allow=allow)[0]
+                said = redact_many([strip_private(r.summary)], allow=allow)[0]
                 seen.summaries.append(
                     EpochSummary(session=sid, epoch=epoch, time=r.time, text=said)
                 )
@@ -168,7 +168,7 @@ def _rows(
         elif isinstance(r, Assistant):
             kind, text = "assistant", strip_private(r.text)
         elif isinstance(r, ToolCall):
-            kind, text = "tool_call", f"{r.name} {_json.encode(r.args).decode()}"
+            kind, text = "tool_call", strip_private(f"{r.name} {_json.encode(r.args).decode()}")
         elif isinstance(r, ToolSummary):
             kind, text, row_tainted = "summary", strip_private(r.content), tainted or r.untrusted
         else:

@@ -80,6 +80,21 @@ def list_sessions(home: Path) -> list[str]:
     return sorted(out)
 
 
+#: The system prompt of a session an import creates when the home has no
+#: ``config/system.md``.
+DEFAULT_SYSTEM = "You are tether, a personal assistant with a long memory."
+
+
+def imported_system(home: Path) -> str:
+    """The system prompt of a session an import creates (``sessions import``, the
+    checkpoint hooks): the home's ``config/system.md``, else ``DEFAULT_SYSTEM``."""
+    try:
+        text = (home / "config" / "system.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return DEFAULT_SYSTEM
+    return text if text.strip() else DEFAULT_SYSTEM
+
+
 @dataclass(frozen=True)
 class _EpochStats:
     turns: int

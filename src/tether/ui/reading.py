@@ -15,6 +15,7 @@ from pathlib import Path
 import msgspec
 
 from tether.checkpoint.bank import Boundary, ledger
+from tether.core.checkpoint import strip_private
 from tether.records import (
     Assistant,
     EpochEnd,
@@ -41,8 +42,9 @@ def stamp(t: datetime) -> str:
 
 
 def shown(text: str, allow: frozenset[str] = frozenset()) -> str:
-    """Memory text as the page shows it: every secret redacted (it is escaped on output)."""
-    return redact(text, allow=allow).text
+    """Memory text as the page shows it: ``<private>`` spans ``[private]``, every secret
+    redacted (it is escaped on output)."""
+    return redact(strip_private(text), allow=allow).text
 
 
 @dataclass(frozen=True)

@@ -103,8 +103,10 @@ def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
 
 
 def recall(s: UiServices, request: Request) -> View:
+    from tether.checkpoint.recallable import Links, catch_up
     from tether.memory.indexer import index_home
     from tether.memory.recall import recall as run_recall
+    from tether.scan.allow import home_allow
 
     query = request.query_params.get("q", "").strip()
     hits: list[dict[str, Any]] = []
@@ -112,6 +114,7 @@ def recall(s: UiServices, request: Request) -> View:
     fused = False
     if query:
         with store_of(s) as store:
+            catch_up(s.home, allow=home_allow(s.home))  # windows the hooks banked
             errors = [(sid, shown(p)) for sid, p in index_home(s.home, store).errors]
             vectors = s.vectors()  # after the store is open: it migrates the file
             if vectors is not None:
@@ -120,6 +123,7 @@ def recall(s: UiServices, request: Request) -> View:
                 found = run_recall(
                     store, query, 50, time=s.now(), home=s.home, sweep=sweep, vectors=vectors
                 )
+        links = Links(s.home)
         for h in found:
             label, href = _source(h.ref, h.session, h.turn)
             hits.append(
@@ -127,9 +131,10 @@ def recall(s: UiServices, request: Request) -> View:
                     "kind": h.kind,
                     "tag": h.tag,
                     "score": round(h.score, 2),
-                    "text": h.text,
+                    "text": shown(h.text),
                     "source": label,
                     "href": href,
+                    "segment": links.of(h.session, h.time),
                 }
             )
     return "recall.html", {"q": query, "hits": hits, "errors": errors, "fused": fused}
