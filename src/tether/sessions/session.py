@@ -401,7 +401,7 @@ class Session:
         size = files.repair_torn_tail(fd)
         if size != self._size:
             self._catch_up(fd, size)
-        self._size = files.append_durable(fd, files.encode_records(records))
+        self._size = files.append_durable(fd, files.encode_records(records), self.log_path)
         added = _scan(self.log_path, self.epoch, records, first_line=len(self._records) + 1)
         self._records.extend(records)
         self._current = self._current + added

@@ -92,9 +92,9 @@ class SqliteStore(SqliteDays, SqliteFile):
 
     busy_timeout_ms = BUSY_TIMEOUT_MS
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, snapshot: bool = False) -> None:
         self._sync: str | None = None
-        super().__init__(path)
+        super().__init__(path, snapshot=snapshot)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -104,6 +104,8 @@ class SqliteStore(SqliteDays, SqliteFile):
             version = self._user_version()
             if version > len(MIGRATIONS):
                 raise StoreVersionError(self.path, version, len(MIGRATIONS))
+            if self.snapshot:
+                return  # read as it stands: no WAL, no migration
             self._busy_timeout_and_wal(c)
             c.execute("PRAGMA cache_size = -32000")  # 32 MB: the FTS index's hot pages
             self._migrate()
