@@ -158,6 +158,28 @@ def decode_lines(path: Path, lines: list[bytes], first_line: int = 1) -> list[Lo
     raise CorruptLogError(path, first_line, "unreadable log")
 
 
+def decode_lenient(
+    lines: list[bytes], first_line: int = 1
+) -> tuple[list[LogRecord], list[tuple[int, str]]]:
+    """Decode complete JSONL lines, reading past the malformed ones: the records, and
+    (line number, problem) of each line left out (recall keeps a session's intact lines
+    when one is damaged; ``tether doctor`` names the damaged one)."""
+    if not lines:
+        return [], []
+    try:
+        return _batch_decoder.decode(b"[" + b",".join(lines) + b"]"), []
+    except msgspec.DecodeError:
+        pass
+    out: list[LogRecord] = []
+    bad: list[tuple[int, str]] = []
+    for offset, line in enumerate(lines):
+        try:
+            out.append(_line_decoder.decode(line))
+        except msgspec.DecodeError as exc:
+            bad.append((first_line + offset, str(exc)))
+    return out, bad
+
+
 def read_log(path: Path) -> tuple[list[LogRecord], int]:
     """Every complete record of ``path`` and the byte length they span (torn tail ignored)."""
     data = path.read_bytes()

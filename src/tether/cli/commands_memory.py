@@ -74,10 +74,19 @@ def session_json(found: SessionHit) -> dict[str, Any]:
     }
 
 
-def warn_unindexed(errors: Sequence[tuple[str, str]]) -> None:
-    """One stderr line per session an index pass had to leave out."""
+def warn_unindexed(
+    errors: Sequence[tuple[str, str]], damaged: Sequence[tuple[str, str]] = ()
+) -> None:
+    """One stderr line per session an index pass had to leave out, and per malformed
+    line it read past (the session's other lines are indexed)."""
     for sid, problem in errors:
         click.echo(f"tether: warning: session {sid} not indexed: {shown(problem)}", err=True)
+    for sid, problem in damaged:
+        click.echo(
+            f"tether: warning: session {sid}: a malformed line was left out of the index: "
+            f"{shown(problem)} (runbook: session-log-corrupt)",
+            err=True,
+        )
 
 
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:
@@ -109,7 +118,7 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
         else:
             with _sweep_reader(ctx) as sweep:
                 hits = recall(store, query, k, time=now, home=home, sweep=sweep, vectors=vectors)
-    warn_unindexed(report.errors)
+    warn_unindexed(report.errors, report.damaged)
     if by_session:
         _print_sessions(sessions, as_json)
         return
@@ -251,7 +260,7 @@ def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
             f"reindexed {of}{counted(report.sessions, 'session')} "
             f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}{left}"
         )
-        warn_unindexed(report.errors)
+        warn_unindexed(report.errors, report.damaged)
     if report.errors:
         click.get_current_context().exit(1)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from tether.errors import DiskFullError, StoreError
+from tether.stores.sqlite_health import note_lost_wal
 
 #: SQLite's primary result codes for a full disk and a failed read or write.
 _SQLITE_FULL = 13
@@ -130,6 +131,8 @@ class SqliteFile:
         #: reader falls back on when the disk is too full to make the WAL index.
         self.snapshot = snapshot
         target = f"file:{self.path}?immutable=1" if snapshot else self.path
+        if not snapshot:
+            note_lost_wal(self.path)  # opening would hide it
         try:
             self._conn: sqlite3.Connection | None = sqlite3.connect(
                 target,
