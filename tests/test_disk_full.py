@@ -155,6 +155,29 @@ def test_import_and_memory_add_on_a_full_disk(disk: SmallDisk, tmp_path: Path) -
     ]
 
 
+def test_memory_add_when_the_disk_fills_between_the_file_and_its_journal(
+    disk: SmallDisk,
+) -> None:
+    home = _home(disk)
+    assert tether(home, "memory", "note", "the first note").returncode == 0
+    identity = (home / "memory" / "memory.md").read_bytes()
+    # Room for the store's WAL index and memory.md's new copy, not for the journal.
+    reserve = disk.root / "reserve"
+    reserve.write_bytes(b"\0" * 40 * 1024)
+    disk.fill()
+    reserve.unlink()
+    out = tether(home, "memory", "add", "likes otters")
+    _one_disk_full_line(out, home)
+    assert "(indexing identity)" in out.stderr or "(writing the journal)" in out.stderr
+    # The file was written, then put back: no entry without its journal line.
+    assert (home / "memory" / "memory.md").read_bytes() == identity
+    disk.free()
+    assert tether(home, "memory", "add", "likes otters").returncode == 0
+    journal = tether(home, "memory", "journal", "--json")
+    adds = [e for e in json.loads(journal.stdout) if e.get("action") == "add"]
+    assert [e["after"] for e in adds] == ["likes otters"]
+
+
 def test_recall_answers_from_what_is_indexed(disk: SmallDisk, tmp_path: Path) -> None:
     home = _home(disk)
     first = tmp_path / "first.jsonl"
