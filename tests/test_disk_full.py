@@ -155,6 +155,44 @@ def test_import_and_memory_add_on_a_full_disk(disk: SmallDisk, tmp_path: Path) -
     ]
 
 
+def test_an_import_the_disk_fills_midway_is_finished_once_there_is_room(
+    disk: SmallDisk, tmp_path: Path
+) -> None:
+    home = _home(disk)
+    assert tether(home, "memory", "note", "the first note").returncode == 0
+    # About 600 kB of turns in one session, on a disk left with 256 kB.
+    texts = [f"turn {n} of the long walk by the estuary " + "x" * 1000 for n in range(600)]
+    source = tmp_path / "long.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "session": "walk",
+                    "role": "user",
+                    "text": text,
+                    "time": f"2026-01-01T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
+                }
+            )
+            + "\n"
+            for n, text in enumerate(texts)
+        )
+    )
+    reserve = disk.root / "reserve"
+    reserve.write_bytes(b"\0" * 256 * 1024)
+    disk.fill()
+    reserve.unlink()
+    first = tether(home, "sessions", "import", str(source))
+    _one_disk_full_line(first, home)
+    log = home / "sessions" / "walk" / "0.jsonl"
+    assert f"disk full: {log}" in first.stderr  # the append itself ran out of room
+    assert log.read_bytes().endswith(b"\n")  # cut back to a whole line, nothing torn
+    disk.free()
+    again = tether(home, "sessions", "import", str(source))
+    assert again.returncode == 0, again.stderr
+    users = [r.text for r in Session.open(home, "walk").records if isinstance(r, User)]
+    assert users == texts  # every line once, in order
+
+
 def test_memory_add_when_the_disk_fills_between_the_file_and_its_journal(
     disk: SmallDisk,
 ) -> None:
