@@ -1,4 +1,4 @@
-"""What the checksum sidecar (``<n>.jsonl.sum``, issue 33) costs a session log append,
+"""What the checksum sidecar (``<n>.sums``, issue 33) costs a session log append,
 beside the same append without it, in the same run.
 
 Two sessions in one home on the same disk; each call appends one turn (a ``User`` and an

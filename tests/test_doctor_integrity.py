@@ -174,7 +174,7 @@ def test_a_same_length_edit_is_caught_by_its_checksum(home: Path) -> None:
 
 
 def test_a_log_without_checksums_is_accepted(home: Path) -> None:
-    (home / "sessions" / "birds" / "0.jsonl.sum").unlink()  # a log from before them
+    (home / "sessions" / "birds" / "0.sums").unlink()  # a log from before them
     code, report = _doctor(home)
     assert (code, report["problems"]) == (0, [])
 

@@ -245,11 +245,11 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     lost = wal_problems(ctx.home, config)  # before anything opens the store
     report = asyncio.run(diagnose(config))
     report.problems += lost
+    report.checks.append(_private_home(ctx))  # before SQLite makes files beside the store
     report.problems += store_problems(ctx.home, config)
     report.problems += session_problems(ctx.home)
     report.warnings += torn_tail_warnings(ctx.home)
     report.warnings += wal_warnings(ctx.home, config)
-    report.checks.append(_private_home(ctx))
     report.checks.append(_store(ctx, config, report))
     report.warnings.extend(_budget_warnings(ctx))
     report.warnings.extend(_recall_warnings(ctx, config))

@@ -2,7 +2,7 @@
 torn tail cut, and the check ``tether doctor`` runs over a home's logs.
 
 **Checksums.** Every record appended to ``<n>.jsonl`` gets one line in
-``<n>.jsonl.sum``: ``<start> <end> <crc32 as 8 hex digits>`` over the log's bytes
+``<n>.sums``: ``<start> <end> <crc32 as 8 hex digits>`` over the log's bytes
 ``[start, end)``, its line and newline. An append's lines are written in one ``write``
 after the log's fsync, under the log's lock, with no fsync of their own: an append costs
 one more small write (the sidecar may lose its last lines in a power cut, which leaves
@@ -33,13 +33,15 @@ import msgspec
 
 from tether import files
 
-SUM_SUFFIX = ".sum"
+SUM_SUFFIX = ".sums"
 TELEMETRY = Path("telemetry") / "sessions.jsonl"
 log = logging.getLogger("tether.sessions")
 
 
 def sum_path(log_path: Path) -> Path:
-    return log_path.with_name(log_path.name + SUM_SUFFIX)
+    """``<n>.sums`` beside ``<n>.jsonl`` (not ``.jsonl.*``: globs for a session's
+    ``*.json*`` epoch files must not take it for one)."""
+    return log_path.with_suffix(SUM_SUFFIX)
 
 
 def record_sum(log_path: Path, start: int, data: bytes) -> None:
