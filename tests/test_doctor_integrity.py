@@ -69,10 +69,33 @@ def _log(home: Path) -> Path:
     return home / "sessions" / "birds" / "0.jsonl"
 
 
+def _killed_writer(home: Path, note: str) -> None:
+    """A process writes a note and is killed before it checkpoints: the note is in the
+    WAL only (the WAL and its index stay behind)."""
+    script = (
+        "import os, signal\n"
+        "from datetime import UTC, datetime\n"
+        "from tether.memory.notes import write_note\n"
+        "from tether.scan.screen import screen\n"
+        "from tether.stores.sqlite import SqliteStore\n"
+        f"store = SqliteStore({str(home / 'tether.db')!r})\n"
+        f"text = screen({note!r}, what='n', allow=frozenset(), on_secret='refuse')\n"
+        "write_note(store, text, untrusted=False, who='owner', session=None,"
+        " time=datetime.now(UTC))\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script], env=child_env(), check=False)
+    assert killed.returncode == -signal.SIGKILL
+
+
 def test_a_healthy_home_has_no_problem(home: Path) -> None:
+    _killed_writer(home, "the crane stands still")  # a crash, the WAL kept: no damage
     code, report = _doctor(home)
     assert code == 0, report
     assert report["problems"] == []
+    assert not any("write-ahead" in w for w in report["warnings"])
+    hits, _ = _recall(home, "crane")
+    assert hits == ["the crane stands still"]  # the WAL's note survived the kill
 
 
 def test_a_dropped_full_text_index_is_named_and_reindex_rebuilds_it(home: Path) -> None:
@@ -114,22 +137,7 @@ def test_a_malformed_store_is_named(home: Path) -> None:
 
 
 def test_a_lost_wal_is_named_and_recorded(home: Path) -> None:
-    # A process writes a note and is killed before it checkpoints: the note is in the
-    # WAL only. Then the WAL file is lost.
-    script = (
-        "import os, signal\n"
-        "from datetime import UTC, datetime\n"
-        "from tether.memory.notes import write_note\n"
-        "from tether.scan.screen import screen\n"
-        "from tether.stores.sqlite import SqliteStore\n"
-        f"store = SqliteStore({str(home / 'tether.db')!r})\n"
-        "text = screen('the lost owl note', what='n', allow=frozenset(), on_secret='refuse')\n"
-        "write_note(store, text, untrusted=False, who='owner', session=None,"
-        " time=datetime.now(UTC))\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    killed = subprocess.run([sys.executable, "-c", script], env=child_env(), check=False)
-    assert killed.returncode == -signal.SIGKILL
+    _killed_writer(home, "the lost owl note")
     (home / "tether.db-wal").unlink()
     code, report = _doctor(home)
     assert code == 1

@@ -25,9 +25,12 @@ import msgspec
 log = logging.getLogger("tether.store")
 EVENTS = Path("telemetry") / "store.jsonl"
 
-#: Where the WAL index header (``-shm``) keeps ``mxFrame``, the last valid frame of the
-#: WAL: a little-endian or native u32 at byte 16 (SQLite's ``WalIndexHdr``).
+#: Where the WAL index (``-shm``) keeps ``mxFrame``, the last valid frame of the WAL (a
+#: native u32 at byte 16 of SQLite's ``WalIndexHdr``), and ``nBackfill``, how many of
+#: them a checkpoint copied into the database (byte 96: ``WalCkptInfo``, after the
+#: header's two copies).
 _MX_FRAME_AT = 16
+_BACKFILL_AT = 96
 #: Findings ``quick_check`` lists at most.
 QUICK_CHECK_ROWS = 20
 
@@ -40,24 +43,31 @@ class StoreProblem:
 
 
 def wal_lost(path: Path) -> StoreProblem | None:
-    """A WAL index (``-shm``) that counts committed frames while the WAL they are in is
-    gone: transactions committed after the last checkpoint were lost with it."""
+    """A WAL index (``-shm``) that counts committed frames no checkpoint copied while the
+    WAL they are in is gone: transactions committed after the last checkpoint were lost
+    with it."""
     shm = path.with_name(path.name + "-shm")
     wal = path.with_name(path.name + "-wal")
     if wal.exists() or not shm.exists():
         return None
     try:
-        header = shm.read_bytes()[:48]
+        with shm.open("rb") as f:
+            header = f.read(_BACKFILL_AT + 4)
     except OSError:
         return None
-    if len(header) < _MX_FRAME_AT + 4:
+    if len(header) < _BACKFILL_AT + 4:
         return None
-    (frames,) = struct.unpack_from("=I", header, _MX_FRAME_AT)
-    if frames == 0:
-        return None  # everything was checkpointed: nothing was lost
+    (mx_frame,) = struct.unpack_from("=I", header, _MX_FRAME_AT)
+    (backfilled,) = struct.unpack_from("=I", header, _BACKFILL_AT)
+    frames = mx_frame - backfilled
+    if frames <= 0:
+        # Everything was checkpointed (a last connection closing deletes the WAL after
+        # a full checkpoint, then the index): nothing was lost.
+        return None
     return StoreProblem(
         "store-wal-lost",
-        f"{wal.name} is gone while {shm.name} counts {frames} committed page write(s) in it: "
+        f"{wal.name} is gone while {shm.name} counts {frames} committed page write(s) in it "
+        "that no checkpoint copied: "
         "what was committed after the last checkpoint is lost",
         frames,
     )
