@@ -33,8 +33,10 @@ def test_chat_through_the_daemon_and_clean_stop(short_home: Path, fake: FakeLlam
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "Hello from the daemon."
         again = tether(short_home, "serve")
-        assert again.returncode == 1
+        # Issue 33: a second daemon on the home exits 2 (it was 1) naming the holder.
+        assert again.returncode == 2
         assert "already serving" in again.stderr
+        assert f"pid {daemon.proc.pid}" in again.stderr
     finally:
         code, err = daemon.stop()
     assert code == 0, err

@@ -13,10 +13,21 @@ from hypothesis import strategies as st
 from conftest import Ticker
 from tether.core import query
 from tether.errors import BadInputError
+from tether.files import encode_records
 from tether.home import init_home
 from tether.memory.indexer import index_home, reindex
 from tether.memory.recall import recall, recall_sessions
-from tether.records import Assistant, Baseline, Hit, Page, ToolCall, ToolResult, ToolSummary, User
+from tether.records import (
+    Assistant,
+    Baseline,
+    Hit,
+    LogRecord,
+    Page,
+    ToolCall,
+    ToolResult,
+    ToolSummary,
+    User,
+)
 from tether.sessions import Session
 from tether.stores.sqlite import SqliteStore
 
@@ -247,19 +258,32 @@ def test_notes_and_pages_are_recalled_with_their_trust(
     }
 
 
-def test_a_malformed_session_is_skipped_and_reported(
+def test_a_malformed_line_is_read_past_and_reported(
     home: Path, tick: Ticker, store: SqliteStore
 ) -> None:
+    # Issue 33 (it was: the whole session skipped): a session with one bad line keeps
+    # its intact lines in recall, before and after the bad one; the line is reported.
     good = new(home, tick, "good")
     turn(good, tick, "walrus facts", "tusks")
     bad = new(home, tick, "bad")
     turn(bad, tick, "walrus too", "yes")
+    later: list[LogRecord] = [
+        User(time=tick(), text="a walrus after the damage"),
+        Assistant(time=tick(), text="ok"),
+    ]
     with bad.log_path.open("ab") as f:
-        f.write(b"not json\n")
+        f.write(b"not json\n" + encode_records(later))
     report = index_home(home, store)
-    assert [sid for sid, _ in report.errors] == ["bad"]
-    assert f"{bad.log_path}:4:" in report.errors[0][1]
-    assert [h.session for h in recall(store, "walrus", 5, time=NOW)] == ["good"]
+    assert report.errors == ()
+    [(sid, problem)] = report.damaged
+    assert sid == "bad"
+    assert problem.startswith(f"{bad.log_path}:4: malformed record")
+    found = {(h.session, h.text) for h in recall(store, "walrus", 5, time=NOW)}
+    assert found == {
+        ("good", "walrus facts"),
+        ("bad", "walrus too"),
+        ("bad", "a walrus after the damage"),
+    }
 
 
 def test_an_indexed_log_that_goes_missing_is_reported(

@@ -49,6 +49,10 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   └── UnknownOwnerError        [core.sweep.errors] no such sweep owner (owner)
     ├── StoreError                   the store (tether.db) cannot be opened or used (path)
     │   └── StoreVersionError        exit 2: a database from a newer tether (its version, ours)
+    ├── DiskFullError                the disk (or quota) holding a file is full; what was being
+    │                                written was not half-written (path)
+    ├── HomeLockedError              exit 2: another ``tether serve`` holds the home's lock; this
+    │                                one started nothing (home, lock file, holder's pid)
     ├── SessionError                 a session directory that cannot be opened as it is
     │   ├── CorruptLogError          a malformed record in the middle of a log (file, line)
     │   ├── MissingCarryError        epoch n > 0 whose previous log has no EpochEnd
@@ -389,3 +393,36 @@ class ImportLedgerError(TetherError):
         self.path = path
         self.line = line
         self.problem = problem
+
+
+class DiskFullError(TetherError):
+    """The file system holding ``path`` has no room left (ENOSPC, EDQUOT, SQLite's
+    SQLITE_FULL, or its "disk I/O error" on a full disk). Exit 1: the environment failed,
+    not the input. What was being written was rolled back or cut back to where it was."""
+
+    runbook = "disk-full"
+
+    def __init__(self, path: Path | str, doing: str | None = None) -> None:
+        what = f" ({doing})" if doing else ""
+        super().__init__(
+            f"disk full: {path}{what}; nothing was half-written: free some space and run it again"
+        )
+        self.path = Path(path)
+        self.doing = doing
+
+
+class HomeLockedError(TetherError):
+    """Another ``tether serve`` holds the home's lock; this one started nothing."""
+
+    exit_code = 2
+    runbook = "serve-home-locked"
+
+    def __init__(self, home: Path, lock: Path, pid: int | None) -> None:
+        holder = f"pid {pid}" if pid is not None else "pid not written yet"
+        super().__init__(
+            f"a tether daemon is already serving {home} ({holder}, holding {lock}); "
+            "stop it first, or give this daemon another --home"
+        )
+        self.home = home
+        self.lock = lock
+        self.pid = pid

@@ -4,6 +4,7 @@ reading a text file the user named."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import tempfile
@@ -13,12 +14,31 @@ from typing import BinaryIO
 
 import msgspec
 
-from tether.errors import BadInputError, CorruptLogError
+from tether.errors import BadInputError, CorruptLogError, DiskFullError
 from tether.records import LogRecord
 
 _encoder = msgspec.json.Encoder()
 _line_decoder: msgspec.json.Decoder[LogRecord] = msgspec.json.Decoder(LogRecord)
 _batch_decoder: msgspec.json.Decoder[list[LogRecord]] = msgspec.json.Decoder(list[LogRecord])
+
+
+#: errno values that mean the file system (or the owner's quota) has no room left.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE
+
+
+@contextlib.contextmanager
+def disk_full_as_error(path: Path | str) -> Iterator[None]:
+    """An OSError saying the disk is full becomes DiskFullError naming ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFullError(path) from None
+        raise
 
 
 def fsync_dir(path: Path) -> None:
@@ -64,7 +84,13 @@ def read_user_text(path: Path) -> str | None:
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: all or nothing.
 
-    The file is private (0600, as ``mkstemp`` makes it) unless ``mode`` is given."""
+    The file is private (0600, as ``mkstemp`` makes it) unless ``mode`` is given. A full
+    disk is DiskFullError naming ``path``; the file is then as it was."""
+    with disk_full_as_error(path):
+        _write_atomic(path, data, mode)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -132,6 +158,28 @@ def decode_lines(path: Path, lines: list[bytes], first_line: int = 1) -> list[Lo
     raise CorruptLogError(path, first_line, "unreadable log")
 
 
+def decode_lenient(
+    lines: list[bytes], first_line: int = 1
+) -> tuple[list[LogRecord], list[tuple[int, str]]]:
+    """Decode complete JSONL lines, reading past the malformed ones: the records, and
+    (line number, problem) of each line left out (recall keeps a session's intact lines
+    when one is damaged; ``tether doctor`` names the damaged one)."""
+    if not lines:
+        return [], []
+    try:
+        return _batch_decoder.decode(b"[" + b",".join(lines) + b"]"), []
+    except msgspec.DecodeError:
+        pass
+    out: list[LogRecord] = []
+    bad: list[tuple[int, str]] = []
+    for offset, line in enumerate(lines):
+        try:
+            out.append(_line_decoder.decode(line))
+        except msgspec.DecodeError as exc:
+            bad.append((first_line + offset, str(exc)))
+    return out, bad
+
+
 def read_log(path: Path) -> tuple[list[LogRecord], int]:
     """Every complete record of ``path`` and the byte length they span (torn tail ignored)."""
     data = path.read_bytes()
@@ -182,11 +230,21 @@ def read_from(fd: int, offset: int, size: int) -> bytes:
     return bytes(out)
 
 
-def append_durable(fd: int, data: bytes) -> int:
-    """Append ``data`` at the end of the locked file, fsync, and return the new size."""
+def append_durable(fd: int, data: bytes, path: Path | str | None = None) -> int:
+    """Append ``data`` at the end of the locked file, fsync, and return the new size.
+
+    A write that fails part way (a full disk) is cut back off, so the file ends where it
+    did; a full disk is then DiskFullError naming ``path``."""
     size = os.fstat(fd).st_size
     written = 0
-    while written < len(data):
-        written += os.pwrite(fd, data[written:], size + written)
-    os.fsync(fd)
+    try:
+        while written < len(data):
+            written += os.pwrite(fd, data[written:], size + written)
+        os.fsync(fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)  # shrinking needs no room
+        if is_disk_full(exc) and path is not None:
+            raise DiskFullError(path) from None
+        raise
     return size + written

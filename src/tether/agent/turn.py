@@ -35,7 +35,7 @@ from tether.errors import (
     LlmError,
     TetherError,
 )
-from tether.faults import crash_point
+from tether.faults import crash_point, pause_point
 from tether.memory.identity import Identity
 from tether.memory.indexer import index_home
 from tether.ports import Clock, Llm, Store
@@ -121,6 +121,9 @@ class Agent:
         self.gates = SlotGates()
         #: Background work on a session's log (tool summaries) that compaction waits for.
         self.inflight = InFlight()
+        #: Sessions whose index pass failed after their turn (a full disk): every later
+        #: pass takes them in too until one succeeds.
+        self._behind: set[str] = set()
         #: Called with the session after every turn, in the busy hold (the daemon's
         #: scheduler queues tool-output summaries here).
         self.after_turn: list[Callable[[Session], None]] = []
@@ -308,10 +311,26 @@ class Agent:
 
     def _index(self, sid: str) -> None:
         """Make the turn's records findable by recall now (one session: cheap)."""
+        pause_point("turn-before-index")
         self._index_many([sid])
 
     def _index_many(self, sids: list[str]) -> None:
-        report = index_home(self.home, self.store, only=sids)
+        """Index ``sids`` now. The log append is a turn's commit point: an index pass that
+        fails (a full disk, a malformed store) is a warning, never the turn's outcome,
+        and the next pass catches up from the index cursors (runbook: index-behind)."""
+        wanted = sorted({*sids, *self._behind})
+        try:
+            report = index_home(self.home, self.store, only=wanted)
+        except (TetherError, OSError) as exc:
+            self._behind.update(wanted)  # taken in again by the next turn's pass
+            log.warning(
+                "index sessions=%s failed; recall catches up at the next pass "
+                "(runbook: index-behind): %s",
+                ",".join(wanted),
+                exc,
+            )
+            return
+        self._behind.clear()
         for session, error in report.errors:
             log.warning("index session=%s skipped: %s", session, error)
         if self.indexed is not None:

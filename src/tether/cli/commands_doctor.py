@@ -3,7 +3,9 @@
 Reports the backend, the model, and the context of each slot tether uses; for a server
 backend whether it answers (``/health``, and ``/slots`` where the server has it); for the
 embedded backend whether the extra is installed, the model file loads, and a one-token
-completion runs. Exit 0 when the backend is usable, 1 when it is not.
+completion runs. It also looks for damage (``doctor_integrity``): a lost WAL, a store that
+fails ``quick_check``, a missing or empty full-text index, malformed or edited log lines.
+Exit 0 when the backend is usable and nothing is damaged, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ import click
 import httpx
 
 from tether.cli.context import Context, echo_json, pass_ctx
+from tether.cli.doctor_integrity import (
+    Problem,
+    session_problems,
+    store_problems,
+    torn_tail_warnings,
+    wal_problems,
+    wal_warnings,
+)
 from tether.config import Config
 from tether.errors import LlmError, TetherError
 from tether.llm.llama_server import LlamaServerClient
@@ -50,10 +60,13 @@ class Report:
     #: What does not make the backend unusable but the owner should know (a setting that
     #: weakens a guarantee, a budget hit today); the exit code does not change.
     warnings: list[str] = field(default_factory=list)
+    #: Damage found in the store or the session logs (``doctor_integrity.Problem``), each
+    #: named after its runbook entry with its repair; any makes the doctor exit 1.
+    problems: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        return all(c.ok for c in self.checks) and not self.problems
 
 
 def _roles(config: Config) -> dict[str, int]:
@@ -229,8 +242,14 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the inference backend: model, per-slot context, whether it answers.
     Exits 1 when the backend is unusable."""
     config = ctx.config()
+    lost = wal_problems(ctx.home, config)  # before anything opens the store
     report = asyncio.run(diagnose(config))
-    report.checks.append(_private_home(ctx))
+    report.problems += lost
+    report.checks.append(_private_home(ctx))  # before SQLite makes files beside the store
+    report.problems += store_problems(ctx.home, config)
+    report.problems += session_problems(ctx.home)
+    report.warnings += torn_tail_warnings(ctx.home)
+    report.warnings += wal_warnings(ctx.home, config)
     report.checks.append(_store(ctx, config, report))
     report.warnings.extend(_budget_warnings(ctx))
     report.warnings.extend(_recall_warnings(ctx, config))
@@ -251,6 +270,9 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
             click.echo(f"slot {role}: {slot} (n_ctx {shown}; [expect] n_ctx {config.expect.n_ctx})")
         for c in report.checks:
             click.echo(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        for p in report.problems:
+            line = f":{p.line}" if p.line is not None else ""
+            click.echo(f"  PROBLEM {p.name}: {p.where}{line}: {p.detail} (repair: {p.repair})")
         for w in report.warnings:
             click.echo(f"  WARN {w}")
         click.echo("usable" if report.ok else "NOT usable")

@@ -10,6 +10,7 @@ with ``--sessions``, a list of ``{"session", "score", "turns": [hit, ...]}``.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from tether.cli.context import (
     utc_stamp,
 )
 from tether.cli.progress import terminal_meter
-from tether.errors import BadInputError
+from tether.errors import BadInputError, TetherError
 from tether.memory.identity import Identity
 from tether.memory.notes import write_note
 from tether.records import JournalEntry
@@ -39,9 +40,13 @@ from tether.scan.allow import ALLOW_FILE, home_allow
 # yet `memory show` need not load recall's ranking, nor `memory recall` the secret scan
 # or the tiers listing (see main.py's lazy tables).
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tether.memory.indexer import IndexReport
     from tether.memory.recall import SessionHit
     from tether.memory.secret_scan import ScanReport
     from tether.memory.vectors import Vectors
+    from tether.ports import Store, SweepStore
     from tether.records import Hit
 
 #: Characters of a hit's text on one line of human output.
@@ -73,10 +78,19 @@ def session_json(found: SessionHit) -> dict[str, Any]:
     }
 
 
-def warn_unindexed(errors: Sequence[tuple[str, str]]) -> None:
-    """One stderr line per session an index pass had to leave out."""
+def warn_unindexed(
+    errors: Sequence[tuple[str, str]], damaged: Sequence[tuple[str, str]] = ()
+) -> None:
+    """One stderr line per session an index pass had to leave out, and per malformed
+    line it read past (the session's other lines are indexed)."""
     for sid, problem in errors:
         click.echo(f"tether: warning: session {sid} not indexed: {shown(problem)}", err=True)
+    for sid, problem in damaged:
+        click.echo(
+            f"tether: warning: session {sid}: a malformed line was left out of the index: "
+            f"{shown(problem)} (runbook: session-log-corrupt)",
+            err=True,
+        )
 
 
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:
@@ -98,20 +112,19 @@ def _one_line(text: str, width: int = TEXT_CHARS) -> str:
 def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
     from tether.checkpoint.recallable import Links
-    from tether.memory.indexer import index_home
     from tether.memory.recall import recall, recall_sessions
 
     home = ctx.home
-    with ctx.store() as store, _vectors(ctx) as vectors:
-        _catch_up(ctx)
-        report = index_home(home, store)
+    with _recall_store(ctx) as store, _vectors(ctx) as vectors:
+        _catch_up_banked(ctx, best_effort=True)
+        report = _catch_up(home, store)
         now = datetime.now(UTC)
         if by_session:
             sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
         else:
-            with ctx.sweep_reader() as sweep:
+            with _sweep_reader(ctx) as sweep:
                 hits = recall(store, query, k, time=now, home=home, sweep=sweep, vectors=vectors)
-    warn_unindexed(report.errors)
+    warn_unindexed(report.errors, report.damaged)
     if by_session:
         _print_sessions(sessions, as_json)
         return
@@ -130,12 +143,87 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
         click.echo(f"{line}  {link}" if link else line)
 
 
-def _catch_up(ctx: Context, *, wait: bool = False) -> None:
+def _catch_up_banked(ctx: Context, *, wait: bool = False, best_effort: bool = False) -> None:
     """Put in their sessions the windows the hooks banked but had no time to (see
-    ``checkpoint.recallable``), so the index pass that follows makes them recallable."""
+    ``checkpoint.recallable``), so the index pass that follows makes them recallable.
+    ``best_effort`` (recall): a failure (a full disk) is a warning, and recall answers
+    from what is indexed."""
     from tether.checkpoint.recallable import catch_up
 
-    catch_up(ctx.home, allow=home_allow(ctx.home), slot=ctx.config().slots.main, wait=wait)
+    try:
+        catch_up(ctx.home, allow=home_allow(ctx.home), slot=ctx.config().slots.main, wait=wait)
+    except TetherError as exc:
+        if not best_effort:
+            raise
+        click.echo(
+            "tether: warning: banked windows could not be put in their sessions, recall "
+            f"answers from what is indexed: {shown(str(exc))}",
+            err=True,
+        )
+
+
+@contextlib.contextmanager
+def _recall_store(ctx: Context) -> Iterator[Store]:
+    """The home's store; on a disk too full to open it (SQLite cannot make its WAL
+    index), the SQLite file read as it stands, with a warning: recall still answers."""
+    from tether.errors import DiskFullError
+    from tether.stores import open_store, sqlite_path
+    from tether.stores.sqlite import SqliteStore
+
+    config = ctx.config()
+    store: Store
+    try:
+        store = open_store(ctx.home, config)
+    except DiskFullError as exc:
+        if config.store.url:
+            raise
+        click.echo(
+            f"tether: warning: disk full: {exc.path}: recall answers from what is indexed, "
+            "read as it stands (runbook: disk-full)",
+            err=True,
+        )
+        store = SqliteStore(sqlite_path(ctx.home, config), snapshot=True)
+        # Its writes (recall counts, identity in step) fail read-only: said once above.
+        logging.getLogger("tether.memory").setLevel(logging.ERROR)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def _sweep_reader(ctx: Context) -> Iterator[SweepStore | None]:
+    """The sweep store for recall's facts; None when a full disk keeps it from opening
+    (the facts already mirrored into the index are still found)."""
+    from tether.errors import DiskFullError
+    from tether.stores import open_sweep_store
+
+    sweep: SweepStore | None
+    try:
+        sweep = open_sweep_store(ctx.home, ctx.config(), migrate=False)
+    except DiskFullError:
+        sweep = None
+    try:
+        yield sweep
+    finally:
+        if sweep is not None:
+            sweep.close()
+
+
+def _catch_up(home: Path, store: Store) -> IndexReport:
+    """Recall's index pass first; when it fails (a full disk, an unwritable store),
+    recall answers from what is indexed and says so on stderr."""
+    from tether.memory.indexer import IndexReport, index_home
+
+    try:
+        return index_home(home, store)
+    except TetherError as exc:
+        click.echo(
+            f"tether: warning: the index could not catch up, recall answers from what is "
+            f"indexed: {shown(str(exc))}",
+            err=True,
+        )
+        return IndexReport()
 
 
 @contextlib.contextmanager
@@ -143,8 +231,12 @@ def _vectors(ctx: Context) -> Iterator[Vectors | None]:
     """Recall's vectors as ``[recall] vectors`` says (None: lexical); the store must be
     open first (it migrates the file)."""
     from tether.daemon.vectors import open_vectors
+    from tether.errors import DiskFullError
 
-    vectors = open_vectors(ctx.home, ctx.config())
+    try:
+        vectors = open_vectors(ctx.home, ctx.config())
+    except DiskFullError:  # recall still answers, lexically (the store's warning said why)
+        vectors = None
     try:
         yield vectors
     finally:
@@ -177,7 +269,7 @@ def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
         return
 
     with ctx.store() as store, terminal_meter() as meter:
-        _catch_up(ctx, wait=True)
+        _catch_up_banked(ctx, wait=True)
         report = reindex(ctx.home, store, meter=meter)
     if as_json:
         echo_json(
@@ -197,7 +289,7 @@ def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
             f"reindexed {of}{counted(report.sessions, 'session')} "
             f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}{left}"
         )
-        warn_unindexed(report.errors)
+        warn_unindexed(report.errors, report.damaged)
     if report.errors:
         click.get_current_context().exit(1)
 

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from tether.cli.context import Context, shown
-from tether.errors import TetherError
+from tether.errors import DiskFullError, TetherError
 from tether.home import PRIVATE_UMASK
 
 #: Where each command is: its name -> the module of ``tether.cli`` that has it in
@@ -233,6 +233,15 @@ class TetherGroup(LazyGroup):
         except TetherError as exc:
             click.echo(f"tether: error: {shown(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
+        except OSError as exc:
+            from tether.files import is_disk_full  # on use: only a failed command pays
+
+            if not is_disk_full(exc):
+                raise  # anything else is a bug: its traceback is kept
+            where = exc.filename or (ctx.obj.home_option if ctx.obj is not None else None)
+            full = DiskFullError(where or "the home's disk")
+            click.echo(f"tether: error: {shown(str(full))}", err=True)
+            ctx.exit(full.exit_code)
         except click.UsageError as exc:
             _usage_error(exc, ctx.command_path)
             ctx.exit(exc.exit_code)

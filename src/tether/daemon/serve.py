@@ -24,6 +24,7 @@ import uvicorn
 from tether.config import Config
 from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
 from tether.daemon.compose import build_runtime, build_scheduler, harvest_queue
+from tether.daemon.home_lock import OwnSocket, home_lock
 from tether.daemon.sweep_loop import SweepLoop
 from tether.errors import BadInputError, TetherError
 from tether.files import remove_stale_temps
@@ -96,6 +97,15 @@ class _Quiet(uvicorn.Server):
 async def serve(
     home: Path, config: Config, *, clock: Clock | None = None, beside: Beside | None = None
 ) -> None:
+    # The home's lock before anything else: a second daemon opens no store, binds no
+    # socket and runs no cron minute (runbook: serve-home-locked).
+    with home_lock(home):
+        await _serve(home, config, clock=clock, beside=beside)
+
+
+async def _serve(
+    home: Path, config: Config, *, clock: Clock | None = None, beside: Beside | None = None
+) -> None:
     jobs = load_jobs(home)  # an invalid job file refuses the start (runbook: jobs-invalid)
     path = prepare_run_dir(home)
     runtime = build_runtime(home, config, clock=clock)
@@ -112,7 +122,9 @@ async def serve(
     harvesting = contextlib.ExitStack()
     try:
         harvest = harvesting.enter_context(harvest_queue(runtime))
+        own = OwnSocket(path)  # its inode: the file we may remove at the end
     except BaseException:
+        harvesting.close()
         await runtime.aclose()
         raise
     app = build_app(runtime, harvest)
@@ -142,7 +154,7 @@ async def serve(
         scheduler.start()
         harvest.start()
         sweep.start()  # closed by default: then it never starts
-        await server.serve()
+        await server.serve(sockets=[own.sock])
         if extra is not None:
             quiet.should_exit = True
             await extra
@@ -158,8 +170,7 @@ async def serve(
         await harvest.stop()
         harvesting.close()
         await runtime.aclose()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        own.close()  # removes our socket file, never another daemon's
         log.info("stopped")
 
 

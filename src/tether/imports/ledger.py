@@ -112,4 +112,4 @@ class ImportLedger:
             raise RuntimeError("the import ledger is appended to only while held")
         if entries:
             data = b"".join(_encoder.encode(e) + b"\n" for e in entries)
-            files.append_durable(self._fd, data)
+            files.append_durable(self._fd, data, self.path)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import os
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,10 +98,35 @@ class Identity:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        """An edit: memory.md, its index and its journal entries change together. The file
+        as it was is kept as a hard link (no room needed) until the edit is done; when the
+        index or the journal fails after the file was replaced (a full disk), it is put back
+        with a rename: an edit is never left in the file without its journal entry."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self._lock_path, "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            yield
+            kept = self.path.with_name(".memory.md.before")
+            kept.unlink(missing_ok=True)  # a killed edit's: the file is what it left
+            had = self.path.exists()
+            if had:
+                os.link(self.path, kept)
+            try:
+                yield
+            except BaseException:
+                self._put_back(kept if had else None)
+                raise
+            kept.unlink(missing_ok=True)
+
+    def _put_back(self, kept: Path | None) -> None:
+        with contextlib.suppress(OSError, TetherError):
+            if kept is None:
+                self.path.unlink(missing_ok=True)
+            elif os.path.samefile(kept, self.path):
+                kept.unlink()  # the edit failed before the file was replaced
+                return
+            else:
+                os.replace(kept, self.path)
+            self.sync()  # may fail too: recall brings the index in step later
 
     def _write(self, text: str) -> None:
         write_atomic(self.path, text.encode("utf-8"))

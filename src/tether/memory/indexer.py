@@ -103,12 +103,16 @@ class _Seen:
 @dataclass(frozen=True)
 class IndexReport:
     """What a pass did. ``errors``: (session, message) of sessions skipped as malformed;
-    their earlier-indexed rows stay, and they are retried on the next pass."""
+    their earlier-indexed rows stay, and they are retried on the next pass. ``damaged``:
+    (session, ``file:line: problem``) of malformed lines read past: the session's other
+    lines are indexed, and the pass that met the line reports it once (``tether doctor``
+    names it every time: runbook session-log-corrupt)."""
 
     sessions: int = 0
     files: int = 0
     rows: int = 0
     errors: tuple[tuple[str, str], ...] = field(default=())
+    damaged: tuple[tuple[str, str], ...] = field(default=())
 
 
 def _log_key(sid: str, epoch: int) -> str:
@@ -227,13 +231,15 @@ def _session_rows(
     allow: frozenset[str] = frozenset(),
     *,
     seen: _Seen | None = None,
+    damaged: list[str] | None = None,
 ) -> list[tuple[list[LogRow], IndexCursor]]:
     """New rows of every epoch of one session, in order, with each file's new cursor.
 
     ``root`` is the sessions folder and ``sid`` a valid id; ``known``: how many of its
     epochs the cursors cover (``_known_epochs``). Paths stay strings until a file has
     something new: on an up-to-date home of 20,000 sessions, pathlib objects were half
-    the cost of a pass. ``allow``: fingerprints left unredacted."""
+    the cost of a pass. ``allow``: fingerprints left unredacted. A malformed line is
+    read past and named in ``damaged`` (``file:line: problem``)."""
     directory = f"{root}/{sid}"
     epochs = _epochs(directory, known)
     turn, tainted = 0, False
@@ -255,7 +261,9 @@ def _session_rows(
         complete, end = files.split_complete(data)
         if not complete:
             continue
-        records = files.decode_lines(path, complete, first_line=lines + 1)
+        records, bad = files.decode_lenient(complete, first_line=lines + 1)
+        if damaged is not None:
+            damaged += [f"{path}:{line}: malformed record: {problem}" for line, problem in bad]
         rows, turn, tainted = _rows(sid, epoch, records, turn, tainted, allow=allow, seen=seen)
         out.append(
             (
@@ -295,6 +303,7 @@ def index_home(
     pending_rows = 0
     sessions = files_read = rows = 0
     errors: list[tuple[str, str]] = []
+    damaged: list[tuple[str, str]] = []
 
     def flush() -> None:
         nonlocal pending, pending_rows, states, summaries
@@ -319,10 +328,14 @@ def index_home(
         try:
             checked = sid if listed else session_id(sid)
             seen = _Seen()
-            items = _session_rows(root, checked, cursors, known.get(checked, 0), allow, seen=seen)
+            bad: list[str] = []
+            items = _session_rows(
+                root, checked, cursors, known.get(checked, 0), allow, seen=seen, damaged=bad
+            )
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
+        damaged += [(sid, problem) for problem in bad]
         state = seen.state(checked)
         if state is not None:
             states.append(state)
@@ -337,7 +350,13 @@ def index_home(
     flush()
     if rows >= OPTIMIZE_AFTER_ROWS:
         store.optimize_index()
-    return IndexReport(sessions=sessions, files=files_read, rows=rows, errors=tuple(errors))
+    return IndexReport(
+        sessions=sessions,
+        files=files_read,
+        rows=rows,
+        errors=tuple(errors),
+        damaged=tuple(damaged),
+    )
 
 
 def reindex(home: Path, store: Store, *, meter: Progress | None = None) -> IndexReport:

@@ -28,7 +28,9 @@ with and without vectors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +38,7 @@ from pathlib import Path
 import msgspec
 
 from tether.core import periods, query, ranking
-from tether.errors import BadInputError
+from tether.errors import BadInputError, DiskFullError, StoreError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
 from tether.memory.vectors import POOL as VECTOR_POOL
@@ -133,6 +135,20 @@ def _fused(
     return vector_turns(vectors.nearest(text, pool, only=only), q.period)
 
 
+log = logging.getLogger("tether.memory")
+
+
+@contextlib.contextmanager
+def _best_effort(doing: str) -> Iterator[None]:
+    """A write recall makes on the way (identity and facts brought in step, recall
+    counts) that may fail on a full disk or an unwritable store: recall then answers
+    from what the store holds, with one warning (runbook: index-behind)."""
+    try:
+        yield
+    except (DiskFullError, StoreError) as exc:
+        log.warning("recall: %s failed, answering from what is indexed: %s", doing, exc)
+
+
 def _sync(store: Store, sweep: SweepStore | None, home: Path | None) -> None:
     """Bring the identity (when ``home`` is given) and sweep fact rows in step."""
     if home is None:
@@ -179,7 +195,8 @@ def recall(
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
-    _sync(store, sweep, home)
+    with _best_effort("bringing identity and facts in step"):
+        _sync(store, sweep, home)
     refs = None if only is None else only()
     q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
@@ -187,7 +204,8 @@ def recall(
     if near is not None:
         turns = ranking.blend(turns, near)
     hits = [_hit(t) for t in turns[:k]]
-    store.record_recalls([h.ref for h in hits], time)
+    with _best_effort("counting the recall"):
+        store.record_recalls([h.ref for h in hits], time)
     return hits
 
 
@@ -225,5 +243,6 @@ def recall_sessions(
         SessionHit(session=s.session, score=s.score, turns=tuple(_hit(t) for t in s.turns))
         for s in sessions
     ]
-    store.record_recalls([s.turns[0].ref for s in out], time)
+    with _best_effort("counting the recall"):
+        store.record_recalls([s.turns[0].ref for s in out], time)
     return out

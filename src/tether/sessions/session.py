@@ -42,6 +42,7 @@ from tether.records import (
     User,
     is_utc,
 )
+from tether.sessions.integrity import TornTail, note_torn_tail, record_sum
 
 SESSIONS_DIR = "sessions"
 _EPOCH_FILE = re.compile(r"(0|[1-9][0-9]*)\.(baseline\.json|jsonl)")
@@ -394,7 +395,7 @@ class Session:
         if self.ended:
             return False
         with files.locked(self.log_path) as fd:
-            size = files.repair_torn_tail(fd)
+            size = self._repair_torn_tail(fd, time)
             if size != self._size:
                 self._catch_up(fd, size)
             if self.ended or not self.open_turn() or self._imported_history():
@@ -412,11 +413,22 @@ class Session:
             and not any(isinstance(r, Usage) for r in self._records)
         )
 
-    def _append_locked(self, fd: int, records: Sequence[LogRecord]) -> None:
+    def _repair_torn_tail(self, fd: int, time: datetime) -> int:
+        """Cut a torn last line, recording the cut (``sessions.integrity``); the size."""
+        before = os.fstat(fd).st_size
         size = files.repair_torn_tail(fd)
+        if size < before:
+            cut = TornTail(time=time, session=self.id, epoch=self.epoch, bytes=before - size)
+            note_torn_tail(self.dir.parent.parent, cut)
+        return size
+
+    def _append_locked(self, fd: int, records: Sequence[LogRecord]) -> None:
+        size = self._repair_torn_tail(fd, records[0].time)
         if size != self._size:
             self._catch_up(fd, size)
-        self._size = files.append_durable(fd, files.encode_records(records))
+        data = files.encode_records(records)
+        self._size = files.append_durable(fd, data, self.log_path)
+        record_sum(self.log_path, self._size - len(data), data)
         added = _scan(self.log_path, self.epoch, records, first_line=len(self._records) + 1)
         self._records.extend(records)
         self._current = self._current + added

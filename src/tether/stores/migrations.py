@@ -312,6 +312,18 @@ def _resegment(c: sqlite3.Connection) -> None:
         )
 
 
+#: The full-text index as migration 2 made it: what ``reset_index`` makes again when the
+#: table was dropped (``tether doctor`` names it ``fts-missing``).
+FTS_TABLE = """
+    CREATE VIRTUAL TABLE doc_fts USING fts5 (
+        body,
+        aside,
+        content = 'doc',
+        content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    )
+"""
+
 #: The version the symbol tokens' migration reaches (its script's place in MIGRATIONS).
 SYMBOLS_VERSION = MIGRATIONS.index(_SYMBOLS) + 1
 

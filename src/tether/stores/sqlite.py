@@ -65,9 +65,9 @@ from tether.stores import sqlite_budget as budget
 from tether.stores import sqlite_cells as cells
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
-from tether.stores.migrations import AFTER, MIGRATIONS, migrate
+from tether.stores.migrations import AFTER, FTS_TABLE, MIGRATIONS, migrate
 from tether.stores.sqlite_days import SqliteDays
-from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, utc
+from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, tables, utc
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -92,9 +92,9 @@ class SqliteStore(SqliteDays, SqliteFile):
 
     busy_timeout_ms = BUSY_TIMEOUT_MS
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, snapshot: bool = False) -> None:
         self._sync: str | None = None
-        super().__init__(path)
+        super().__init__(path, snapshot=snapshot)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -104,6 +104,8 @@ class SqliteStore(SqliteDays, SqliteFile):
             version = self._user_version()
             if version > len(MIGRATIONS):
                 raise StoreVersionError(self.path, version, len(MIGRATIONS))
+            if self.snapshot:
+                return  # read as it stands: no WAL, no migration
             self._busy_timeout_and_wal(c)
             c.execute("PRAGMA cache_size = -32000")  # 32 MB: the FTS index's hot pages
             self._migrate()
@@ -200,6 +202,8 @@ class SqliteStore(SqliteDays, SqliteFile):
 
     def reset_index(self) -> None:
         with self._write("resetting the index", durable=False) as c:
+            if "doc_fts" not in tables(c):
+                c.execute(FTS_TABLE)  # dropped: made again, then rebuilt below
             c.execute(f"DELETE FROM doc WHERE kind IN {_LOG_KINDS}")
             c.execute(
                 "UPDATE stat SET value = (SELECT count(*) FROM doc WHERE ref IS NOT NULL)"

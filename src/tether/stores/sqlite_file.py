@@ -4,7 +4,8 @@
 - One connection per store object, guarded by a lock: a store may be handed between
   threads but runs one operation at a time. Other processes may use the same file (WAL:
   readers beside the one writer; a writer waits up to the busy timeout).
-- SQLite errors become ``StoreError`` naming the file and what was being done.
+- SQLite errors become ``StoreError`` naming the file and what was being done; a full
+  disk (``SQLITE_FULL``, or an I/O error with no room left) becomes ``DiskFullError``.
 - Transactions are explicit (``isolation_level=None``): ``begun`` commits at the end of
   the block and rolls back on any exception, which propagates.
 - Times are stored as fixed-width UTC text (``iso``), so SQL ``max()`` and ``ORDER BY``
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -21,7 +23,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from tether.errors import StoreError
+from tether.errors import DiskFullError, StoreError
+from tether.stores.sqlite_health import note_lost_wal
+
+#: SQLite's primary result codes for a full disk and a failed read or write.
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+#: Below this much room, an I/O error SQLite reports is taken as the disk being full:
+#: SQLite says "disk I/O error" when growing its WAL index or a journal hits ENOSPC.
+_NEARLY_FULL = 1 << 20
+
+
+def disk_full(exc: sqlite3.Error, path: Path) -> bool:
+    """Whether ``exc`` (raised on the database at ``path``) means the disk is full."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return False
+    primary = code & 0xFF
+    if primary == _SQLITE_FULL:
+        return True
+    if primary != _SQLITE_IOERR:
+        return False
+    try:
+        room = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return room.f_bavail * room.f_frsize < _NEARLY_FULL
 
 
 def utc(time: datetime) -> datetime:
@@ -97,17 +124,26 @@ class SqliteFile:
 
     busy_timeout_ms: int
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, snapshot: bool = False) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        #: Opened read-only as the file stands, without the WAL (``immutable``): what a
+        #: reader falls back on when the disk is too full to make the WAL index.
+        self.snapshot = snapshot
+        target = f"file:{self.path}?immutable=1" if snapshot else self.path
+        if not snapshot:
+            note_lost_wal(self.path)  # opening would hide it
         try:
             self._conn: sqlite3.Connection | None = sqlite3.connect(
-                self.path,
+                target,
                 isolation_level=None,  # transactions are begun and ended explicitly
                 check_same_thread=False,  # the lock serialises use instead
                 timeout=self.busy_timeout_ms / 1000,
+                uri=snapshot,
             )
         except sqlite3.Error as exc:
+            if disk_full(exc, self.path):
+                raise DiskFullError(self.path, "opening the store") from None
             raise StoreError(self.path, f"cannot open the store: {exc}") from None
         try:
             self._setup()
@@ -125,10 +161,13 @@ class SqliteFile:
 
     @contextlib.contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
-        """SQLite errors become StoreError naming the file and what we were doing."""
+        """SQLite errors become StoreError naming the file and what we were doing (a full
+        disk: DiskFullError)."""
         try:
             yield
         except sqlite3.Error as exc:
+            if disk_full(exc, self.path):
+                raise DiskFullError(self.path, doing) from None
             raise StoreError(self.path, f"{doing}: {exc}") from None
 
     def _busy_timeout_and_wal(self, c: sqlite3.Connection) -> None:
