@@ -28,6 +28,7 @@ from tether.daemon.sweep_loop import SweepLoop
 from tether.errors import BadInputError, TetherError
 from tether.files import remove_stale_temps
 from tether.ports import Clock
+from tether.scan.urls import shown_url
 from tether.scheduler import load_jobs
 
 #: AF_UNIX paths are limited to 107 bytes on Linux.
@@ -127,7 +128,7 @@ async def serve(
         "serving home=%s socket=%s llm=%s backend=%s pid=%d",
         home,
         path,
-        config.llm.url,
+        shown_url(config.llm.url),
         config.llm.backend,
         os.getpid(),
     )

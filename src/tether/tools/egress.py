@@ -46,7 +46,7 @@ import msgspec
 from tether.config import ToolsConfig
 from tether.core import egress
 from tether.core.scheduling import HEARTBEAT_SESSION, job_of_session
-from tether.scan.secrets import redact
+from tether.scan.urls import shown_url
 
 log = logging.getLogger("tether.egress")
 RUNBOOK = "fetch-refused"
@@ -199,7 +199,7 @@ class Egress:
             )
             return Failed(f"fetch of {url} failed: {type(exc).__name__}", answered=True)
         if isinstance(outcome, Refused):
-            shown = redact(outcome.url).text[:LOGGED_URL_CHARS]
+            shown = shown_url(outcome.url)[:LOGGED_URL_CHARS]
             log.warning(
                 "egress refused session=%s reason=%s hop=%d url=%s (runbook: %s)",
                 session,
