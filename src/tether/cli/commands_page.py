@@ -85,18 +85,20 @@ def write_cmd(
 ) -> None:
     """Create or replace the page SLUG (journalled, with the page it replaced).
 
-    A body or title holding a secret is refused unless --redact is given."""
+    A body, title or tag holding a secret is refused unless --redact is given."""
     slug = page_slug(slug)
     source = "stdin" if file is None or str(file) == "-" else str(file)
     body = ctx.screen(_body(file), what=f"page {slug} ({source})", redact=redact)
     heading = None if title is None else ctx.screen(title, what="--title", redact=redact)
+    # A tag is stored, indexed, shown and recalled like the body: screened like it.
+    labels = [ctx.screen(t, what=f"--tag {n}", redact=redact) for n, t in enumerate(tags, 1)]
     with ctx.store() as store:
         page, before = write_page(
             store,
             slug,
             body,
             title=heading,
-            tags=tags,
+            tags=labels,
             visibility=visibility,
             untrusted=False,
             who="owner",
