@@ -49,16 +49,64 @@ def user_file(path: Path) -> Iterator[BinaryIO | None]:
             raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def read_user_text(path: Path) -> str | None:
-    """A UTF-8 text file the user named (``user_file``), decoded; None when there is none."""
+#: The most a text file the user names is read (``read_user_text``): a file past it (or a
+#: device such as /dev/zero, which never ends) is refused while reading, never loaded.
+USER_TEXT_BYTES = 16 * 1024 * 1024
+#: The longest line of a JSONL file the user names (an import, a transcript): one turn or
+#: one transcript entry; a tool's output in a transcript can run to megabytes.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+
+
+def read_bounded(handle: BinaryIO, limit: int, name: object) -> bytes:
+    """All of ``handle`` (a file, a pipe, a device), read in blocks and refused with a
+    BadInputError naming ``name`` and the limit as soon as it passes ``limit`` bytes."""
+    out = bytearray()
+    while True:
+        block = handle.read(min(1024 * 1024, limit + 1 - len(out)))
+        if not block:
+            return bytes(out)
+        out += block
+        if len(out) > limit:
+            raise BadInputError(f"{name}: larger than {_size(limit)}, the most tether reads")
+
+
+def bounded_lines(handle: BinaryIO, name: object, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of ``handle`` (each with its newline, the last maybe without), read one
+    at a time; a line longer than ``limit`` bytes is a BadInputError naming ``name``, the
+    line and the limit, found after reading ``limit`` bytes of it, not all of it."""
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > limit:
+            raise BadInputError(
+                f"{name}: line {number} is longer than {_size(limit)}, the most tether reads"
+            )
+        yield line
+
+
+def decode_utf8(data: bytes, name: object) -> str:
+    """``data`` as UTF-8 text; BadInputError naming ``name`` (exit 2) when it is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_user_text(path: Path, *, limit: int = USER_TEXT_BYTES) -> str | None:
+    """A UTF-8 text file the user named (``user_file``), decoded; None when there is none.
+    More than ``limit`` bytes is refused while reading (``read_bounded``)."""
     with user_file(path) as handle:
         if handle is None:
             return None
-        data = handle.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInputError(f"{path}: not UTF-8 text") from None
+        data = read_bounded(handle, limit, path)
+    return decode_utf8(data, path)
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:

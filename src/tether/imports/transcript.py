@@ -82,7 +82,7 @@ def _lines(path: Path) -> Iterator[bytes]:
     with files.user_file(path) as handle:
         if handle is None:
             raise NotFoundError(f"no transcript {path}")
-        yield from handle
+        yield from files.bounded_lines(handle, path)
 
 
 #: The transcript formats ``sessions import --format`` takes, and their readers.
