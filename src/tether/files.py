@@ -4,8 +4,10 @@ reading a text file the user named."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from tether.errors import BadInputError, CorruptLogError
+from tether.errors import BadInputError, CorruptLogError, UnsafeHomePathError
 from tether.records import LogRecord
 
 _encoder = msgspec.json.Encoder()
@@ -109,6 +111,56 @@ def read_user_text(path: Path, *, limit: int = USER_TEXT_BYTES) -> str | None:
     return decode_utf8(data, path)
 
 
+# -- files inside the home: never through a link -----------------------------------------
+
+
+def open_home(path: Path, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` of a file inside the home that refuses a symbolic link as its last
+    component (``O_NOFOLLOW``) and anything but a regular file (a FIFO would block, a
+    device never ends): UnsafeHomePathError naming the path. FileNotFoundError passes."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeHomePathError(path, "a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise UnsafeHomePathError(path, "not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeHomePathError(path, "not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_home_bytes(path: Path) -> bytes:
+    """A home file's bytes (``open_home``): never through a link."""
+    with os.fdopen(open_home(path, os.O_RDONLY), "rb") as handle:
+        return handle.read()
+
+
+def read_home_text(path: Path) -> str:
+    """A home file's UTF-8 text (``open_home``); bad UTF-8 is a BadInputError naming the
+    file and line."""
+    data = read_home_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BadInputError(f"{path}: line {line} is not UTF-8 text") from None
+
+
+def append_home(path: Path, data: bytes) -> None:
+    """Append ``data`` to a home file (made 0600 if absent), never through a link."""
+    fd = open_home(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: all or nothing.
 
@@ -182,15 +234,16 @@ def decode_lines(path: Path, lines: list[bytes], first_line: int = 1) -> list[Lo
 
 def read_log(path: Path) -> tuple[list[LogRecord], int]:
     """Every complete record of ``path`` and the byte length they span (torn tail ignored)."""
-    data = path.read_bytes()
+    data = read_home_bytes(path)
     lines, end = split_complete(data)
     return decode_lines(path, lines), end
 
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[int]:
-    """Open ``path`` read-write with an exclusive flock held for the block."""
-    fd = os.open(path, os.O_RDWR)
+    """Open ``path`` read-write with an exclusive flock held for the block (never
+    through a link: ``open_home``)."""
+    fd = open_home(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd

@@ -19,7 +19,8 @@ from tether.checkpoint.manifest import manifest_path, read_manifests
 from tether.core import tokens
 from tether.core.checkpoint import build_pack
 from tether.core.memory_block import parse_entries
-from tether.errors import CorruptLedgerError
+from tether.errors import CorruptLedgerError, TetherError
+from tether.files import read_home_text
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,8 @@ class Pack:
 
 def _identity(home: Path) -> list[str]:
     try:
-        text = (home / "memory" / "memory.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_home_text(home / "memory" / "memory.md")
+    except (OSError, TetherError):
         return []
     return [e.text for e in parse_entries(text)]
 

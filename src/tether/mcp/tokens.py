@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from tether.errors import BadInputError, NotFoundError
-from tether.files import locked, write_atomic
+from tether.files import locked, read_home_bytes, write_atomic
 from tether.records import UtcTime
 
 MCP_DIR = "mcp"
@@ -66,7 +66,7 @@ def _digest(token: str) -> str:
 
 def _read(path: Path) -> tuple[TokenRecord, ...]:
     try:
-        data = path.read_bytes()
+        data = read_home_bytes(path)
     except FileNotFoundError:
         return ()
     try:

@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import os
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
-from tether.files import write_atomic
+from tether.files import open_home, read_home_bytes, write_atomic
 from tether.ports import Store
 from tether.records import JournalEntry
 from tether.scan.allow import home_allow
@@ -64,7 +65,9 @@ class Identity:
 
     def text(self) -> str:
         try:
-            return self.path.read_text(encoding="utf-8")
+            # Never through a link: a memory.md linked to another file would make that
+            # file the agent's identity.
+            return read_home_bytes(self.path).decode("utf-8")
         except FileNotFoundError:
             return ""
         except (OSError, UnicodeDecodeError) as exc:
@@ -76,8 +79,8 @@ class Identity:
     def sync(self) -> bool:
         """Re-index the entries if memory.md changed since they were indexed; True if so."""
         try:
-            data = self.path.read_bytes()
-            mtime = datetime.fromtimestamp(self.path.stat().st_mtime, UTC)
+            data = read_home_bytes(self.path)
+            mtime = datetime.fromtimestamp(self.path.stat(follow_symlinks=False).st_mtime, UTC)
         except FileNotFoundError:
             data, mtime = b"", datetime.fromtimestamp(0, UTC)
         except OSError as exc:
@@ -98,9 +101,12 @@ class Identity:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        fd = open_home(self._lock_path, os.O_WRONLY | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            os.close(fd)
 
     def _write(self, text: str) -> None:
         write_atomic(self.path, text.encode("utf-8"))

@@ -46,6 +46,8 @@ import msgspec
 from tether.config import ToolsConfig
 from tether.core import egress
 from tether.core.scheduling import HEARTBEAT_SESSION, job_of_session
+from tether.errors import UnsafeHomePathError
+from tether.files import append_home
 from tether.scan.urls import shown_url
 
 log = logging.getLogger("tether.egress")
@@ -145,9 +147,8 @@ class EgressLog:
         }
         try:
             self.path.parent.mkdir(exist_ok=True)
-            with self.path.open("ab") as handle:
-                handle.write(msgspec.json.encode(line) + b"\n")
-        except OSError as exc:
+            append_home(self.path, msgspec.json.encode(line) + b"\n")
+        except (OSError, UnsafeHomePathError) as exc:
             # A count lost is better than a turn lost: the refusal itself stands.
             log.warning("egress telemetry not written to %s: %s", self.path, exc)
 
