@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tether.cli.context import Context, FreeTextCommand, pass_ctx
+from tether.errors import BadInputError
 from tether.ids import session_id
 
 if TYPE_CHECKING:
@@ -42,6 +43,15 @@ def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
     elif ui_port is not None:
         raise click.UsageError("--ui-port goes with --ui")
     run(ctx.home, ctx.config(), beside)
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` came in as UTF-8 (stdin keeps other bytes as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _print_turn(reply: TurnReply, verbose: bool) -> None:
@@ -172,12 +182,16 @@ def chat_cmd(ctx: Context, sid: str, verbose: bool, text: str | None) -> None:
         prompt = "you> " if sys.stdin.isatty() else ""
         if prompt:
             click.echo(f"tether chat: session {sid}. Ctrl-D or /exit to leave.", err=True)
+        number = 0
         while True:
             try:
                 line = input(prompt)
             except EOFError:
                 click.echo("", err=True)
                 return
+            number += 1
+            if not _utf8(line):
+                raise BadInputError(f"<stdin>: line {number} is not UTF-8 text")
             if line.strip() in {"/exit", "/quit"}:
                 return
             if not line.strip():

@@ -27,7 +27,15 @@ class Context:
 
     @property
     def home(self) -> Path:
-        return resolve_home(self.home_option)
+        home = resolve_home(self.home_option)
+        if home.exists() and not home.is_dir():
+            from tether.errors import BadInputError
+
+            raise BadInputError(
+                f"{home}: not a folder (the home is named by --home, else TETHER_HOME, "
+                "else ~/.tether)"
+            )
+        return home
 
     def config(self) -> Config:
         return load_config(self.home)

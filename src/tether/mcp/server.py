@@ -33,7 +33,7 @@ from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether.core.mcp import MAX_LINK_CHARS
-from tether.errors import NotFoundError, TetherError
+from tether.errors import BadInputError, NotFoundError, TetherError
 from tether.mcp.service import MAX_K, MAX_PREFIX_CHARS, MAX_QUERY_CHARS, Caller, Memory
 from tether.mcp.tokens import TokenCheck
 from tether.memory.notes import MAX_NOTE_CHARS
@@ -244,7 +244,11 @@ async def serve_http(memory: Memory, check: TokenCheck, *, host: str, port: int)
     # Accepted connections inherit it: a reply's header and body writes go out at once
     # instead of waiting out the client's delayed ACK (measured: ~40 ms a round trip).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:  # a port in use, a host that is no address of this machine
+        sock.close()
+        raise BadInputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
