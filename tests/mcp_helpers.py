@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import clean
+from daemon_helpers import child_env
 from sweep_helpers import DictProducer, day_packet, fact, utc
 from tether.config import SweepConfig
 from tether.imports.jsonl import import_jsonl
@@ -113,8 +114,10 @@ def create_token(home: Path) -> tuple[str, str]:
 @contextlib.asynccontextmanager
 async def stdio_session(home: Path, *extra: str) -> AsyncIterator[ClientSession]:
     """An initialised SDK client session on `tether mcp` as a child process."""
+    # The SDK gives the child only a few variables by default: without PYTHONPATH it
+    # would run the installed tether, not this checkout's.
     params = StdioServerParameters(
-        command=TETHER[0], args=[*TETHER[1:], "--home", str(home), "mcp", *extra]
+        command=TETHER[0], args=[*TETHER[1:], "--home", str(home), "mcp", *extra], env=child_env()
     )
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as s:

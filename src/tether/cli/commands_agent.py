@@ -34,7 +34,9 @@ def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
     """Run the daemon: owns inference, the busy set and the slot gates; answers a local
     API on <home>/run/tether.sock. Stop it with Ctrl-C or SIGTERM."""
     from tether.daemon.serve import Beside, run
+    from tether.home import tighten
 
+    _say_tightened(ctx, tighten(ctx.home))  # as `tether init` would, every start
     beside = None
     if ui:
         from tether.cli.commands_ui import ui_beside
@@ -43,6 +45,15 @@ def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
     elif ui_port is not None:
         raise click.UsageError("--ui-port goes with --ui")
     run(ctx.home, ctx.config(), beside)
+
+
+def _say_tightened(ctx: Context, changed: int) -> None:
+    if changed:
+        click.echo(
+            f"tether: made {changed} path{'s' if changed != 1 else ''} of {ctx.home} private "
+            "(folders 0700, files 0600)",
+            err=True,
+        )
 
 
 def _utf8(text: str) -> bool:
@@ -173,6 +184,9 @@ def chat_cmd(ctx: Context, sid: str, verbose: bool, text: str | None) -> None:
     turn on a session that is busy waits for it.
     """
     session_id(sid)
+    from tether.home import ensure_private
+
+    _say_tightened(ctx, ensure_private(ctx.home))
     with open_backend(ctx) as backend:
         if text is not None:
             _print_turn(backend.turn(sid, text), verbose)

@@ -69,6 +69,12 @@ class _Server(uvicorn.Server):
     #: Called once when the stop begins: the scheduler starts nothing during the grace.
     on_stop: Callable[[], None] | None = None
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # uvicorn makes its socket 0666; it is in a 0700 folder, and the owner's alone too.
+        if self.config.uds is not None:
+            os.chmod(self.config.uds, 0o600)
+
     def _stop(self, sig: int) -> None:
         if self.on_stop is not None:
             self.on_stop()

@@ -29,7 +29,7 @@ import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import Resource as McpResource
-from pydantic import Field
+from pydantic import Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether.core.mcp import MAX_LINK_CHARS
@@ -100,6 +100,23 @@ class TetherMcp(MCPServer[Any]):
         if not isinstance(token, str):  # BearerAuth lets nothing in without one
             raise ToolError("refused: no bearer token on this request")
         return Caller("remote", token=token, trusted=False)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        """The SDK's call, but a validation error names the argument and the rule broken,
+        never the value given: pydantic's text quotes the input's start and end (half a
+        pasted key, for one)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.__cause__.errors(include_input=False, include_url=False)
+            )
+            raise ToolError(f"Error executing tool {name}: bad arguments: {problems}") from None
 
     async def list_resources(self) -> list[McpResource]:
         pages = self.memory.visible_pages(self.lane_caller)

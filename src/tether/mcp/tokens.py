@@ -23,6 +23,8 @@ import msgspec
 from tether.errors import BadInputError, NotFoundError
 from tether.files import locked, read_home_bytes, write_atomic
 from tether.records import UtcTime
+from tether.scan.allow import home_allow
+from tether.scan.screen import screen
 
 MCP_DIR = "mcp"
 TOKENS_FILE = "tokens"
@@ -100,6 +102,8 @@ def create_token(home: Path, name: str, *, time: datetime) -> tuple[str, TokenRe
         raise BadInputError(
             f"a token name is at most {MAX_NAME_CHARS} printable characters (got {len(name)})"
         )
+    # The name is kept in clear and listed: a key pasted as a name is refused (exit 2).
+    name = screen(name, what="token name", allow=home_allow(home), on_secret="refuse").text
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     path = tokens_path(home)
     with locked(_lock(home)):
