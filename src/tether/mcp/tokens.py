@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from tether.errors import BadInputError, NotFoundError
+from tether.errors import BadInputError, NotFoundError, SecretInInputError
 from tether.files import locked, read_home_bytes, write_atomic
 from tether.records import UtcTime
 from tether.scan.allow import home_allow
@@ -103,7 +103,13 @@ def create_token(home: Path, name: str, *, time: datetime) -> tuple[str, TokenRe
             f"a token name is at most {MAX_NAME_CHARS} printable characters (got {len(name)})"
         )
     # The name is kept in clear and listed: a key pasted as a name is refused (exit 2).
-    name = screen(name, what="token name", allow=home_allow(home), on_secret="refuse").text
+    try:
+        name = screen(name, what="token name", allow=home_allow(home), on_secret="refuse").text
+    except SecretInInputError as exc:
+        raise BadInputError(
+            f"the token name holds a secret (rule {exc.rule}, fingerprint {exc.fingerprint}); "
+            "nothing was written. A name is listed in clear: choose one that holds none"
+        ) from None
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     path = tokens_path(home)
     with locked(_lock(home)):
