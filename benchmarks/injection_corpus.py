@@ -7,7 +7,10 @@ got through.
 
 Prints one JSON line per case, then one line of totals: ``cases``, ``attacks_stopped``,
 ``got_through`` (requests that reached a refused address, name lookups or connections
-to anything but loopback, and attack calls that ran; goal 0).
+to anything but loopback, and attack calls that ran; goal 0). Then the cases of issue 34
+that are not a fetched page (``benchmarks/injection_inputs.py``: bad bytes, devices,
+links, secrets in tags, URLs and MCP arguments), one line each, and a last line of all
+cases: ``tried``, ``held``, ``broke`` (goal 0).
 
 Every name lookup and connection of the run is watched by an audit hook (``Guard``) that
 refuses anything but loopback *before* the socket call, so no packet leaves the machine
@@ -732,14 +735,28 @@ def _totals(label: str, outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def main() -> None:
+    try:
+        from benchmarks import injection_inputs as inputs
+    except ImportError:  # run as a script: this folder is on the path
+        import injection_inputs as inputs  # type: ignore[import-not-found,no-redef]
+
     with tempfile.TemporaryDirectory(prefix="tether-corpus-") as tmp:
         with rules_off():
             before = asyncio.run(run_all(Path(tmp) / "baseline"))
         after = asyncio.run(run_all(Path(tmp) / "egress"))
+        with FakeLlama(n_ctx=16384, parallel=2) as fake:
+            held = inputs.run_all(Path(tmp) / "inputs", fake)
     for o in after:
         print(json.dumps(o.json()))
     print(json.dumps(_totals("baseline: rules off (before issue 24)", before)))
     print(json.dumps(_totals("egress rules on", after)))
+    for h in held:
+        print(json.dumps(h.json()))
+    tried = len(after) + len(held)
+    ok = sum(o.stopped for o in after) + sum(h.held for h in held)
+    print(
+        json.dumps({"run": "issue 34: every case", "tried": tried, "held": ok, "broke": tried - ok})
+    )
 
 
 if __name__ == "__main__":
