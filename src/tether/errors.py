@@ -218,6 +218,8 @@ class UnsafeHomePathError(BadInputError):
     or write through it, so a link cannot pull another file into identity or send an
     append elsewhere (issue 34)."""
 
+    runbook = "home-unsafe-path"
+
     def __init__(self, path: Path | str, what: str) -> None:
         super().__init__(
             f"{path}: {what}; tether does not follow links or read special files inside "
