@@ -389,6 +389,7 @@ def probes() -> list[Probe]:
             5,
             _named("sessions", "import", "--format", "claude-code", "/dev/zero"),
         ),
+        Probe("ingest-dev-zero", "unbounded", 5, _named("transcripts", "ingest", "/dev/zero")),
         Probe(
             "page-file-dev-zero",
             "unbounded",

@@ -30,7 +30,8 @@ def _fed(home: Path, stdin: Path, *args: str) -> subprocess.CompletedProcess[str
     ("args", "limit"),
     [
         (("sessions", "import", "/dev/zero"), "64 MiB"),
-        (("sessions", "import", "--format", "claude-code", "/dev/zero"), "64 MiB"),
+        (("sessions", "import", "--format", "claude-code", "/dev/zero"), "a device"),
+        (("transcripts", "ingest", "/dev/zero"), "a device"),
         (("page", "write", "notes/x", "--file", "/dev/zero"), "1 MiB"),
     ],
 )

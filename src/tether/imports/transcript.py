@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -96,6 +97,10 @@ def transcripts_in(path: Path) -> list[Path]:
     """``path`` itself, or every ``*.jsonl`` below it (in name order) when it is a folder:
     a Claude Code project folder, ``~/.claude/projects``, ``~/.codex/sessions``."""
     if not path.is_dir():
+        with contextlib.suppress(OSError):
+            if stat.S_ISCHR(path.stat().st_mode) or stat.S_ISBLK(path.stat().st_mode):
+                # /dev/zero never ends, and has no line to stop at: not a transcript.
+                raise BadInputError(f"{path}: a device, not a transcript")
         return [path]
     found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
     if not found:
