@@ -148,7 +148,7 @@ def import_transcript(
     with files.locked(lock):
         _clear(home, pending)  # a run killed before it cleared up: the sessions hold it
         # Private, like every file of the home that holds conversation (write_atomic's 0600).
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out, _removed_on_error(part):
             if meter is not None and len(chosen) > 1:
                 meter.stage("reading transcripts", len(chosen))
