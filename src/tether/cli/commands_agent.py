@@ -34,9 +34,9 @@ def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
     """Run the daemon: owns inference, the busy set and the slot gates; answers a local
     API on <home>/run/tether.sock. Stop it with Ctrl-C or SIGTERM."""
     from tether.daemon.serve import Beside, run
-    from tether.home import tighten
+    from tether.home import ensure_private
 
-    _say_tightened(ctx, tighten(ctx.home))  # as `tether init` would, every start
+    _say_tightened(ctx, ensure_private(ctx.home))  # a lax home: as `tether init` would
     beside = None
     if ui:
         from tether.cli.commands_ui import ui_beside
