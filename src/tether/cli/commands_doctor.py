@@ -197,7 +197,7 @@ def _store(ctx: Context, config: Config, report: Report) -> Check:
     return Check(
         "store",
         True,
-        f"{info.backend} {info.where}{owner}: server {info.server_version},"
+        f"{info.backend} {shown_url(info.where)}{owner}: server {info.server_version},"
         f" schema level {info.level} of {info.known}",
     )
 
