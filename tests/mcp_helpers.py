@@ -19,11 +19,10 @@ from pathlib import Path
 import httpx2
 import msgspec
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import clean
-from daemon_helpers import child_env
 from sweep_helpers import DictProducer, day_packet, fact, utc
 from tether.config import SweepConfig
 from tether.imports.jsonl import import_jsonl
@@ -114,10 +113,13 @@ def create_token(home: Path) -> tuple[str, str]:
 @contextlib.asynccontextmanager
 async def stdio_session(home: Path, *extra: str) -> AsyncIterator[ClientSession]:
     """An initialised SDK client session on `tether mcp` as a child process."""
-    # The SDK gives the child only a few variables by default: without PYTHONPATH it
-    # would run the installed tether, not this checkout's.
+    # The SDK passes the child only a few variables: PYTHONPATH too, so the server runs
+    # the code under test (a checkout's src/), not whatever the interpreter has installed.
+    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
     params = StdioServerParameters(
-        command=TETHER[0], args=[*TETHER[1:], "--home", str(home), "mcp", *extra], env=child_env()
+        command=TETHER[0],
+        args=[*TETHER[1:], "--home", str(home), "mcp", *extra],
+        env={**get_default_environment(), **env},
     )
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as s:

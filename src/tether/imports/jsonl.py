@@ -24,9 +24,8 @@ from pathlib import Path
 import msgspec
 
 from tether.config import Config, load_config
-from tether.errors import ImportChangedError, ImportResumeError, SessionError, TetherError
+from tether.errors import ImportChangedError, ImportResumeError, SessionError
 from tether.faults import crash_point, pause_point
-from tether.files import read_home_text
 from tether.imports.jsonl_file import ImportLine, ImportPlan, check, opened
 from tether.imports.ledger import (
     Begin,
@@ -72,8 +71,8 @@ def _record(line: ImportLine) -> LogRecord:
 
 def _system_prompt(home: Path) -> str:
     try:
-        text = read_home_text(home / "config" / "system.md")
-    except (OSError, TetherError):
+        text = (home / "config" / "system.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return DEFAULT_SYSTEM
     return text if text.strip() else DEFAULT_SYSTEM
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import os
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
-from tether.files import open_home, read_home_bytes, write_atomic
+from tether.files import read_home_bytes, write_atomic
 from tether.ports import Store
 from tether.records import JournalEntry
 from tether.scan.allow import home_allow
@@ -101,12 +100,9 @@ class Identity:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = open_home(self._lock_path, os.O_WRONLY | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with open(self._lock_path, "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             yield
-        finally:
-            os.close(fd)
 
     def _write(self, text: str) -> None:
         write_atomic(self.path, text.encode("utf-8"))
