@@ -18,6 +18,8 @@ pytestmark = pytest.mark.anyio
 
 CORPUS = load_benchmark("injection_corpus")
 CASES = CORPUS.cases()
+INPUTS = load_benchmark("injection_inputs")
+PROBES = INPUTS.probes()
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +48,27 @@ async def test_the_attack_is_stopped(corpus: Any, case: Any) -> None:
     assert outcome.problems == []
     assert outcome.got_through == 0
     assert outcome.stopped
+
+
+def test_the_inputs_cover_every_item_of_issue_34() -> None:
+    assert {p.item for p in PROBES} == {3, 4, 5, 6, 7, 8}
+    assert len({p.name for p in PROBES}) == len(PROBES)
+    assert {c.name for c in CASES if c.kind == "hostile"} >= {
+        "hostile-to-mailto", "hostile-to-data", "hostile-to-javascript", "hostile-to-tel",
+        "hostile-to-urn", "hostile-to-about", "hostile-error-body", "hostile-weird-headers",
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[Any]:
+    with INPUTS.FakeLlama(n_ctx=16384, parallel=2) as fake:
+        yield fake
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.name for p in PROBES])
+def test_the_input_is_held(
+    probe: Any, fake_llm: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    held = INPUTS.run_probe(probe, tmp_path_factory.mktemp("inputs"), fake_llm)
+    assert held.problems == []
+    assert held.held

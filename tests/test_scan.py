@@ -66,6 +66,16 @@ TRUE_POSITIVES: list[tuple[str, str, str]] = [
     ("password-assignment", f'token := "{PASSWORD}"', PASSWORD),
     ("password-assignment", f"clientSecret => '{PASSWORD}'", PASSWORD),
     ("password-assignment", f'{{"content": "passwd = \\"{PASSWORD}\\"\\n"}}', PASSWORD),
+    # Unquoted (issue 34): an assignment, a colon with a value that is no prose word.
+    ("password-assignment", "password = hunter2\n", "hunter2"),
+    ("password-assignment", "DB_PASSWD=Tr0ub4dor&3 rest", "Tr0ub4dor"),
+    ("password-assignment", "GET /login?user=sam&pwd=s3cret!&next=/", "s3cret!"),
+    ("password-assignment", "wifi pw: 4417-ab\n", "4417-ab"),
+    ("password-assignment", "passwd: Swordf1sh\n", "Swordf1sh"),
+    ("password-assignment", '{"password": 12345678}', "12345678"),
+    ("url-password", "[store]\nurl = postgres://u:pw@h/db", "pw"),
+    ("url-password", f"clone https://sam:{PASSWORD}@git.example.org/r", PASSWORD),
+    ("url-password", "amqp://guest:g:u%40e5t@rabbit:5672/", "g:u%40e5t"),
 ]
 
 NEAR_MISSES = [
@@ -87,6 +97,23 @@ NEAR_MISSES = [
     "sk_live_short and rk_test_",
     "The secret: keep it between us.",
     'password = "[REDACTED:password-assignment]"',
+    # Unquoted values that are code, prose or placeholders (issue 34).
+    "password = None",
+    "password = getpass.getpass()",
+    "password = getpass()",
+    "password = self.password",
+    "pwd = os.getcwd()",
+    "password: str",
+    "password: see the vault",
+    "Password: ********",
+    "password=${DB_PASSWORD}",
+    "password = <your password>",
+    "the password is hunter2, said nobody",
+    "mypw=abc123 is not a password key",
+    "postgresql://postgres@127.0.0.1:5432/test",
+    "http://host:8080/path@example",
+    "git@github.com:owner/repo.git and ssh://git@host:22/r",
+    "https://user:${PASSWORD}@example.org/",
 ]
 
 

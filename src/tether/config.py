@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -376,9 +378,27 @@ def load_config(home: Path) -> Config:
 def load_config_file(path: Path) -> Config:
     """Read a ``tether.toml`` at ``path`` (a home's, or one a sweep worker is given)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_config(path)
     except FileNotFoundError:
         raise ConfigError(path, None, "no such file; run `tether init` first") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, None, f"cannot read: {exc}") from None
     return parse_config(text, path)
+
+
+#: The most of a tether.toml that is read (a real one is a few KiB).
+CONFIG_BYTES = 1024 * 1024
+
+
+def _read_config(path: Path) -> str:
+    """The config's text. It may be a link (a dotfiles manager links it in), but it must
+    be a regular file (a FIFO would block, /dev/zero never ends) of at most CONFIG_BYTES."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(path, None, "not a regular file")
+        os.set_blocking(fd, True)
+        data = handle.read(CONFIG_BYTES + 1)
+    if len(data) > CONFIG_BYTES:
+        raise ConfigError(path, None, f"larger than {CONFIG_BYTES // 1024} KiB")
+    return data.decode("utf-8")

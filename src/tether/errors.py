@@ -27,6 +27,8 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   ├── MessageTooLargeError     [agent.outcomes] a message that cannot fit even a fresh epoch;
     │   │                            refused before it is logged (bytes, tokens, n_ctx)
     │   ├── ExtraMissingError        an optional extra is not installed (extra, how to install)
+    │   ├── UnsafeHomePathError      a file in the home that is a symbolic link or not a regular
+    │   │                            file: never followed, read or written through (path, what)
     │   ├── IdentityError            [memory.identity] an identity edit that cannot be applied:
     │   │                            an unknown entry id, no text (the message only)
     │   ├── ScheduleError            [core.cron] a schedule outside the grammar, out of range
@@ -224,6 +226,22 @@ class ImportFormatError(BadInputError):
         self.path = Path(path)
         self.line = line
         self.problem = problem
+
+
+class UnsafeHomePathError(BadInputError):
+    """A file of the home is a symbolic link (or a FIFO, a device): tether refuses to read
+    or write through it, so a link cannot pull another file into identity or send an
+    append elsewhere (issue 34)."""
+
+    runbook = "home-unsafe-path"
+
+    def __init__(self, path: Path | str, what: str) -> None:
+        super().__init__(
+            f"{path}: {what}; tether does not follow links or read special files inside "
+            "its home (replace it with a regular file)"
+        )
+        self.path = Path(path)
+        self.what = what
 
 
 class ExtraMissingError(BadInputError):

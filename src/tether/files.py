@@ -7,6 +7,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from tether.errors import BadInputError, CorruptLogError, DiskFullError
+from tether.errors import BadInputError, CorruptLogError, DiskFullError, UnsafeHomePathError
 from tether.records import LogRecord
 
 _encoder = msgspec.json.Encoder()
@@ -69,16 +70,114 @@ def user_file(path: Path) -> Iterator[BinaryIO | None]:
             raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def read_user_text(path: Path) -> str | None:
-    """A UTF-8 text file the user named (``user_file``), decoded; None when there is none."""
+#: The most a text file the user names is read (``read_user_text``): a file past it (or a
+#: device such as /dev/zero, which never ends) is refused while reading, never loaded.
+USER_TEXT_BYTES = 16 * 1024 * 1024
+#: The longest line of a JSONL file the user names (an import, a transcript): one turn or
+#: one transcript entry; a tool's output in a transcript can run to megabytes.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+
+
+def read_bounded(handle: BinaryIO, limit: int, name: object) -> bytes:
+    """All of ``handle`` (a file, a pipe, a device), read in blocks and refused with a
+    BadInputError naming ``name`` and the limit as soon as it passes ``limit`` bytes."""
+    out = bytearray()
+    while True:
+        block = handle.read(min(1024 * 1024, limit + 1 - len(out)))
+        if not block:
+            return bytes(out)
+        out += block
+        if len(out) > limit:
+            raise BadInputError(f"{name}: larger than {_size(limit)}, the most tether reads")
+
+
+def bounded_lines(handle: BinaryIO, name: object, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of ``handle`` (each with its newline, the last maybe without), read one
+    at a time; a line longer than ``limit`` bytes is a BadInputError naming ``name``, the
+    line and the limit, found after reading ``limit`` bytes of it, not all of it."""
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > limit:
+            raise BadInputError(
+                f"{name}: line {number} is longer than {_size(limit)}, the most tether reads"
+            )
+        yield line
+
+
+def decode_utf8(data: bytes, name: object) -> str:
+    """``data`` as UTF-8 text; BadInputError naming ``name`` (exit 2) when it is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_user_text(path: Path, *, limit: int = USER_TEXT_BYTES) -> str | None:
+    """A UTF-8 text file the user named (``user_file``), decoded; None when there is none.
+    More than ``limit`` bytes is refused while reading (``read_bounded``)."""
     with user_file(path) as handle:
         if handle is None:
             return None
-        data = handle.read()
+        data = read_bounded(handle, limit, path)
+    return decode_utf8(data, path)
+
+
+# -- files inside the home: never through a link -----------------------------------------
+
+
+def open_home(path: Path, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` of a file inside the home that refuses a symbolic link as its last
+    component (``O_NOFOLLOW``) and anything but a regular file (a FIFO would block, a
+    device never ends): UnsafeHomePathError naming the path. FileNotFoundError passes."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeHomePathError(path, "a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise UnsafeHomePathError(path, "not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeHomePathError(path, "not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_home_bytes(path: Path) -> bytes:
+    """A home file's bytes (``open_home``): never through a link."""
+    with os.fdopen(open_home(path, os.O_RDONLY), "rb") as handle:
+        return handle.read()
+
+
+def read_home_text(path: Path) -> str:
+    """A home file's UTF-8 text (``open_home``); bad UTF-8 is a BadInputError naming the
+    file and line."""
+    data = read_home_bytes(path)
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInputError(f"{path}: not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BadInputError(f"{path}: line {line} is not UTF-8 text") from None
+
+
+def append_home(path: Path, data: bytes) -> None:
+    """Append ``data`` to a home file (made 0600 if absent), never through a link."""
+    fd = open_home(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -182,15 +281,16 @@ def decode_lenient(
 
 def read_log(path: Path) -> tuple[list[LogRecord], int]:
     """Every complete record of ``path`` and the byte length they span (torn tail ignored)."""
-    data = path.read_bytes()
+    data = read_home_bytes(path)
     lines, end = split_complete(data)
     return decode_lines(path, lines), end
 
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[int]:
-    """Open ``path`` read-write with an exclusive flock held for the block."""
-    fd = os.open(path, os.O_RDWR)
+    """Open ``path`` read-write with an exclusive flock held for the block (never
+    through a link: ``open_home``)."""
+    fd = open_home(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd

@@ -35,7 +35,8 @@ import msgspec
 from tether.config import BudgetConfig
 from tether.core import budget as rules
 from tether.core.budget import Bound, Caps, Prices
-from tether.errors import TetherError
+from tether.errors import TetherError, UnsafeHomePathError
+from tether.files import append_home
 from tether.ports import Clock, Store
 from tether.records import (
     BudgetReason,
@@ -240,9 +241,11 @@ class BudgetGate:
         }
         try:
             self.telemetry.parent.mkdir(parents=True, exist_ok=True)
-            with self.telemetry.open("ab") as handle:
-                handle.write(msgspec.json.encode(line) + b"\n")
-        except OSError as exc:  # telemetry never stops the refusal from being reported
+            append_home(self.telemetry, msgspec.json.encode(line) + b"\n")
+        except (
+            OSError,
+            UnsafeHomePathError,
+        ) as exc:  # telemetry never stops the refusal from being reported
             log.warning("budget telemetry not written to %s: %s", self.telemetry, exc)
 
 

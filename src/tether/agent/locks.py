@@ -41,7 +41,7 @@ class BusySet:
         async with lock:
             directory = self.root / sid
             directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(directory / ".turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(directory / ".turn.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 while True:
                     try:
@@ -60,7 +60,7 @@ class BusySet:
         session_id(sid)
         directory = self.root / sid
         directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / ".turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(directory / ".turn.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -15,6 +15,7 @@ from tether.errors import (
     LlmUnreachableError,
     TetherError,
 )
+from tether.files import read_home_text
 from tether.records import TurnErrorKind, Usage
 
 __all__ = ["MessageTooLargeError", "TurnDone", "TurnFailedError", "error_kind", "read_prompt"]
@@ -80,10 +81,10 @@ def error_kind(exc: LlmError) -> TurnErrorKind:
 def read_prompt(home: Path, name: str) -> str:
     path = home / "config" / name
     try:
-        return path.read_text(encoding="utf-8")
+        return read_home_text(path)  # never through a link: it becomes the system prompt
     except FileNotFoundError:
         raise ConfigError(
             path, None, "prompt file missing; run `tether init` to restore it"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, BadInputError) as exc:  # a folder, a link, a FIFO, bad UTF-8
         raise ConfigError(path, None, f"cannot read prompt file: {exc}") from None

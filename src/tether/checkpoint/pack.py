@@ -26,7 +26,8 @@ from tether.core import tokens
 from tether.core.checkpoint import Checkpoint, build_pack
 from tether.core.digest import digest
 from tether.core.memory_block import parse_entries
-from tether.errors import CorruptLedgerError
+from tether.errors import CorruptLedgerError, TetherError
+from tether.files import read_home_text
 
 #: How many of the newest segments get a digest in the pack, and how much of each is read.
 DIGESTS = 8
@@ -42,8 +43,8 @@ class Pack:
 
 def _identity(home: Path) -> list[str]:
     try:
-        text = (home / "memory" / "memory.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_home_text(home / "memory" / "memory.md")
+    except (OSError, TetherError):
         return []
     return [e.text for e in parse_entries(text)]
 

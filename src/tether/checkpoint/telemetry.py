@@ -37,7 +37,7 @@ def append_line(home: Path, time: datetime, event: str, **fields: Value) -> None
     path = heartbeat_path(home)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, line)
         finally:
@@ -50,7 +50,7 @@ def read_tail(home: Path, max_bytes: int = 1 << 20) -> list[dict[str, Value]]:
     """The newest lines (within ``max_bytes``), oldest first; unreadable lines skipped."""
     path = heartbeat_path(home)
     try:
-        with path.open("rb") as handle:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - max_bytes))
             data = handle.read()

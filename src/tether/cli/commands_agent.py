@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tether.cli.context import Context, FreeTextCommand, pass_ctx
+from tether.errors import BadInputError
 from tether.ids import session_id
 
 if TYPE_CHECKING:
@@ -33,7 +34,9 @@ def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
     """Run the daemon: owns inference, the busy set and the slot gates; answers a local
     API on <home>/run/tether.sock. Stop it with Ctrl-C or SIGTERM."""
     from tether.daemon.serve import Beside, run
+    from tether.home import ensure_private
 
+    _say_tightened(ctx, ensure_private(ctx.home))  # a lax home: as `tether init` would
     beside = None
     if ui:
         from tether.cli.commands_ui import ui_beside
@@ -42,6 +45,24 @@ def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
     elif ui_port is not None:
         raise click.UsageError("--ui-port goes with --ui")
     run(ctx.home, ctx.config(), beside)
+
+
+def _say_tightened(ctx: Context, changed: int) -> None:
+    if changed:
+        click.echo(
+            f"tether: made {changed} path{'s' if changed != 1 else ''} of {ctx.home} private "
+            "(folders 0700, files 0600)",
+            err=True,
+        )
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` came in as UTF-8 (stdin keeps other bytes as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _print_turn(reply: TurnReply, verbose: bool) -> None:
@@ -163,6 +184,9 @@ def chat_cmd(ctx: Context, sid: str, verbose: bool, text: str | None) -> None:
     turn on a session that is busy waits for it.
     """
     session_id(sid)
+    from tether.home import ensure_private
+
+    _say_tightened(ctx, ensure_private(ctx.home))
     with open_backend(ctx) as backend:
         if text is not None:
             _print_turn(backend.turn(sid, text), verbose)
@@ -172,12 +196,16 @@ def chat_cmd(ctx: Context, sid: str, verbose: bool, text: str | None) -> None:
         prompt = "you> " if sys.stdin.isatty() else ""
         if prompt:
             click.echo(f"tether chat: session {sid}. Ctrl-D or /exit to leave.", err=True)
+        number = 0
         while True:
             try:
                 line = input(prompt)
             except EOFError:
                 click.echo("", err=True)
                 return
+            number += 1
+            if not _utf8(line):
+                raise BadInputError(f"<stdin>: line {number} is not UTF-8 text")
             if line.strip() in {"/exit", "/quit"}:
                 return
             if not line.strip():

@@ -31,6 +31,7 @@ from tether.config import Config
 from tether.errors import LlmError, TetherError
 from tether.llm.llama_server import LlamaServerClient
 from tether.records import ChatMessage, CompletionRequest
+from tether.scan.urls import shown_url
 
 #: Seconds a doctor's probe of a server waits at most (whatever [llm] timeout_s says).
 PROBE_TIMEOUT_S = 5.0
@@ -79,7 +80,11 @@ async def _server(config: Config, report: Report) -> None:
     try:
         healthy = await client.health()
         report.checks.append(
-            Check("server", healthy, f"{cfg.url}/health " + ("ok" if healthy else "no answer"))
+            Check(
+                "server",
+                healthy,
+                f"{shown_url(cfg.url)}/health " + ("ok" if healthy else "no answer"),
+            )
         )
         if not healthy:
             if cfg.backend == "openai":
@@ -205,7 +210,7 @@ def _store(ctx: Context, config: Config, report: Report) -> Check:
     return Check(
         "store",
         True,
-        f"{info.backend} {info.where}{owner}: server {info.server_version},"
+        f"{info.backend} {shown_url(info.where)}{owner}: server {info.server_version},"
         f" schema level {info.level} of {info.known}",
     )
 
@@ -260,7 +265,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     if as_json:
         echo_json(_json(report))
     else:
-        where = "" if report.backend == "embedded" else f" at {config.llm.url}"
+        where = "" if report.backend == "embedded" else f" at {shown_url(config.llm.url)}"
         click.echo(f"backend: {report.backend}{where}")
         trained = "" if report.n_ctx_train is None else f" (trained on {report.n_ctx_train})"
         click.echo(f"model:   {report.model or '(default)'}{trained}")

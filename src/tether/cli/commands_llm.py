@@ -15,9 +15,13 @@ import click
 def fake_llm(host: str, port: int, n_ctx: int, parallel: int) -> None:
     """Run a fake llama-server (slots, cache accounting, context-full errors) for trying
     tether with no model. Replies are deterministic echoes unless scripted."""
+    from tether.errors import BadInputError
     from tether.testing.fake_llama import serve_forever  # only this command needs it
 
-    serve_forever(host, port, n_ctx, parallel)
+    try:
+        serve_forever(host, port, n_ctx, parallel)
+    except OSError as exc:  # a port in use, a host that is no address of this machine
+        raise BadInputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 COMMANDS = [fake_llm]

@@ -16,9 +16,9 @@ import click
 
 from tether.cli.context import Context, echo_json, pass_ctx, redact_option, utc_stamp
 from tether.errors import BadInputError, NotFoundError
-from tether.files import read_user_text
+from tether.files import decode_utf8, read_bounded, read_user_text
 from tether.ids import page_slug
-from tether.memory.pages import Visibility, remove_page, render, write_page
+from tether.memory.pages import MAX_PAGE_CHARS, Visibility, remove_page, render, write_page
 from tether.records import Page
 
 
@@ -35,13 +35,18 @@ def page_json(page: Page, *, body: bool = True) -> dict[str, Any]:
     return out
 
 
+#: The most a page's body is read as (UTF-8 takes up to 4 bytes a character): a bigger
+#: file, or a device that never ends, is refused while reading.
+BODY_BYTES = 4 * MAX_PAGE_CHARS
+
+
 def _body(file: Path | None) -> str:
     """The page's body: from FILE ('-': stdin), or stdin when it is not a terminal."""
     if file is None or str(file) == "-":
         if file is None and sys.stdin.isatty():
             raise BadInputError("give the page's body with --file PATH, or on stdin")
-        return sys.stdin.read()
-    text = read_user_text(file)
+        return decode_utf8(read_bounded(sys.stdin.buffer, BODY_BYTES, "<stdin>"), "<stdin>")
+    text = read_user_text(file, limit=BODY_BYTES)
     if text is None:
         raise NotFoundError(f"no file {file}")
     return text
@@ -85,18 +90,20 @@ def write_cmd(
 ) -> None:
     """Create or replace the page SLUG (journalled, with the page it replaced).
 
-    A body or title holding a secret is refused unless --redact is given."""
+    A body, title or tag holding a secret is refused unless --redact is given."""
     slug = page_slug(slug)
     source = "stdin" if file is None or str(file) == "-" else str(file)
     body = ctx.screen(_body(file), what=f"page {slug} ({source})", redact=redact)
     heading = None if title is None else ctx.screen(title, what="--title", redact=redact)
+    # A tag is stored, indexed, shown and recalled like the body: screened like it.
+    labels = [ctx.screen(t, what=f"--tag {n}", redact=redact) for n, t in enumerate(tags, 1)]
     with ctx.store() as store:
         page, before = write_page(
             store,
             slug,
             body,
             title=heading,
-            tags=tags,
+            tags=labels,
             visibility=visibility,
             untrusted=False,
             who="owner",

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 
 from tether.cli.commands_memory import warn_unindexed
 from tether.cli.context import Context, counted, pass_ctx, utc_stamp
 from tether.cli.progress import terminal_meter
-from tether.errors import TetherError
+from tether.errors import BadInputError, TetherError
+from tether.files import MAX_LINE_BYTES
 from tether.imports.jsonl import import_jsonl
 
 
@@ -60,6 +61,34 @@ def import_cmd(ctx: Context, file: Path, fmt: str) -> None:
     _import(ctx, file, fmt)
 
 
+#: The most standard input is spooled to disk for an import (``yes | tether sessions
+#: import -`` must not fill the disk).
+MAX_SPOOL_BYTES = 1024 * 1024 * 1024
+
+
+def _copy_bounded(source: BinaryIO, out: BinaryIO) -> None:
+    """Copy ``source`` to ``out``, refused past ``MAX_SPOOL_BYTES`` or at a line past
+    ``MAX_LINE_BYTES`` (``< /dev/zero``) as soon as it gets there."""
+    copied = line = 0
+    number = 1
+    while block := source.read(1024 * 1024):
+        copied += len(block)
+        if copied > MAX_SPOOL_BYTES:
+            raise BadInputError(
+                f"<stdin>: more than {MAX_SPOOL_BYTES // (1024 * 1024)} MiB; "
+                "write it to a file and import the file"
+            )
+        last = block.rfind(b"\n")
+        number += block.count(b"\n")
+        line = len(block) - last - 1 if last >= 0 else line + len(block)
+        if line > MAX_LINE_BYTES:
+            raise BadInputError(
+                f"<stdin>: line {number} is longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB, "
+                "the most an import line may be"
+            )
+        out.write(block)
+
+
 @contextlib.contextmanager
 def _spooled_stdin(home: Path) -> Iterator[Path]:
     """Standard input in a private file under ``<home>/imports/`` for as long as the import
@@ -71,7 +100,7 @@ def _spooled_stdin(home: Path) -> Iterator[Path]:
     spool = Path(name)
     try:
         with os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(sys.stdin.buffer, out)
+            _copy_bounded(sys.stdin.buffer, out)
         yield spool
     finally:
         spool.unlink(missing_ok=True)

@@ -27,7 +27,15 @@ class Context:
 
     @property
     def home(self) -> Path:
-        return resolve_home(self.home_option)
+        home = resolve_home(self.home_option)
+        if home.exists() and not home.is_dir():
+            from tether.errors import BadInputError
+
+            raise BadInputError(
+                f"{home}: not a folder (the home is named by --home, else TETHER_HOME, "
+                "else ~/.tether)"
+            )
+        return home
 
     def config(self) -> Config:
         return load_config(self.home)
@@ -86,10 +94,10 @@ pass_ctx = click.make_pass_decorator(Context)
 def shown(text: str) -> str:
     """``text`` as tether prints it when it quotes what it was given (an error, a warning, a
     usage line): every secret redacted, so a key pasted in the wrong place never reaches a
-    terminal's scrollback, a hook log or a CI log in clear."""
-    from tether.scan.secrets import redact  # on use: only a command that fails pays for it
+    terminal's scrollback, a hook log or a CI log in clear; a URL's userinfo too."""
+    from tether.scan.urls import shown_url  # on use: only a command that fails pays for it
 
-    return redact(text).text
+    return shown_url(text)
 
 
 class FreeTextCommand(click.Command):

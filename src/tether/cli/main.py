@@ -296,9 +296,25 @@ def memory_group() -> None:
     """Search and edit the agent's memory."""
 
 
+def _not_utf8(args: list[str]) -> int | None:
+    """The 1-based position of the first argument that is not UTF-8 (Python keeps its
+    bytes as lone surrogates, which no text tether stores can hold), or None."""
+    for n, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return n
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     os.umask(PRIVATE_UMASK)  # what any command creates in the home is the owner's alone
-    cli.main(args=argv, prog_name="tether")
+    args = sys.argv[1:] if argv is None else argv
+    bad = _not_utf8(args)
+    if bad is not None:  # the argument itself is not echoed: it may be half a secret
+        click.echo(f"tether: error: argument {bad} is not UTF-8 text", err=True)
+        sys.exit(2)
+    cli.main(args=args, prog_name="tether")
 
 
 if __name__ == "__main__":  # pragma: no cover

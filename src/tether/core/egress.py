@@ -51,7 +51,8 @@ _DIGITS = {
     10: frozenset("0123456789"),
     16: frozenset("0123456789abcdefABCDEF"),
 }
-_WHAT: dict[str, str] = {
+#: What each address class is, in words (a refusal's reason).
+ADDRESS_WHAT: dict[str, str] = {
     "loopback": "a loopback address (this machine)",
     "private": "a private-network address",
     "link_local": "a link-local address (169.254.169.254 is the cloud metadata service)",
@@ -162,8 +163,8 @@ def describe(ip: Address, cls: AddressClass, name: str | None = None) -> str:
     inner = embedded_ipv4(ip)
     shown = f"{ip} (that is {inner})" if inner is not None else str(ip)
     if name is not None:
-        return f"{name} resolves to {shown}, which is {_WHAT[cls]}"
-    return f"{shown} is {_WHAT[cls]}"
+        return f"{name} resolves to {shown}, which is {ADDRESS_WHAT[cls]}"
+    return f"{shown} is {ADDRESS_WHAT[cls]}"
 
 
 # -- hosts and the allow-list ----------------------------------------------------------

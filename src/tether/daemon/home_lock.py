@@ -74,6 +74,8 @@ class OwnSocket:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.sock.bind(str(path))
+            # The owner's alone whatever the umask (uvicorn's own bind made it 0666).
+            os.chmod(path, 0o600)
             self.sock.listen(2048)
             self.inode = os.stat(path).st_ino
         except BaseException:

@@ -29,6 +29,7 @@ from tether.daemon.sweep_loop import SweepLoop
 from tether.errors import BadInputError, TetherError
 from tether.files import remove_stale_temps
 from tether.ports import Clock
+from tether.scan.urls import shown_url
 from tether.scheduler import load_jobs
 
 #: AF_UNIX paths are limited to 107 bytes on Linux.
@@ -68,6 +69,12 @@ class _Server(uvicorn.Server):
 
     #: Called once when the stop begins: the scheduler starts nothing during the grace.
     on_stop: Callable[[], None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # uvicorn makes its socket 0666; it is in a 0700 folder, and the owner's alone too.
+        if self.config.uds is not None:
+            os.chmod(self.config.uds, 0o600)
 
     def _stop(self, sig: int) -> None:
         if self.on_stop is not None:
@@ -139,7 +146,7 @@ async def _serve(
         "serving home=%s socket=%s llm=%s backend=%s pid=%d",
         home,
         path,
-        config.llm.url,
+        shown_url(config.llm.url),
         config.llm.backend,
         os.getpid(),
     )

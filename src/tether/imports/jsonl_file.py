@@ -10,6 +10,10 @@ Both passes read through one open handle, the second no further than the first d
 lines appended meanwhile wait for the next import, and a file replaced by rename is still
 read from the handle. A file rewritten in place between the passes fails in the second
 pass (``ImportChangedError``). A pipe cannot be read twice: it is read into memory once.
+
+Reads are bounded while they happen: a line past ``MAX_LINE_BYTES`` (``/dev/zero`` has no
+newline) and a pipe or device past ``MAX_STREAM_BYTES`` are refused (exit 2, naming the
+file, the line and the limit) after reading that much, never after reading all of it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from typing import Annotated, BinaryIO, Literal
 import msgspec
 
 from tether.errors import BadInputError, ImportChangedError, ImportFormatError, NotFoundError
+from tether.files import MAX_LINE_BYTES
 from tether.ids import SESSION_ID_GRAMMAR, is_session_id
+
+#: The most a pipe or a device (not a regular file) is read into memory for an import.
+MAX_STREAM_BYTES = 256 * 1024 * 1024
+_MIB = 1024 * 1024
 
 
 class ImportLine(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -81,6 +90,35 @@ def _unreadable(path: Path, exc: OSError) -> BadInputError:
     return BadInputError(f"{path}: cannot read: {exc.strerror or exc}")
 
 
+def _long_line(path: Path, number: int) -> BadInputError:
+    return BadInputError(
+        f"{path}: line {number} is longer than {MAX_LINE_BYTES // _MIB} MiB, the most an "
+        "import line may be"
+    )
+
+
+def _read_stream(path: Path, handle: BinaryIO) -> bytes:
+    """A pipe or device read whole, refused past ``MAX_STREAM_BYTES`` or at a line past
+    ``MAX_LINE_BYTES`` as soon as it gets there."""
+    out = bytearray()
+    number, line_start = 1, 0
+    while block := handle.read(_MIB):
+        start = len(out)
+        out += block
+        if len(out) > MAX_STREAM_BYTES:
+            raise BadInputError(
+                f"{path}: more than {MAX_STREAM_BYTES // _MIB} MiB from a pipe or device; "
+                "write it to a file and import the file"
+            )
+        last = out.rfind(b"\n", start)
+        if last >= 0:
+            number += out.count(b"\n", start)
+            line_start = last + 1
+        if len(out) - line_start > MAX_LINE_BYTES:
+            raise _long_line(path, number)
+    return bytes(out)
+
+
 class _Source:
     """The file through one handle (or a pipe's bytes), read within its first ``size``."""
 
@@ -99,10 +137,14 @@ class _Source:
                 offset += len(raw) + 1
             return
         self._seek(0)
+        number = 0
         while offset < self.size:
             raw = self._readline(self.size - offset)
             if not raw:
                 return
+            number += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise _long_line(self.path, number)
             yield offset, raw
             offset += len(raw)
 
@@ -120,8 +162,9 @@ class _Source:
             raise _unreadable(self.path, exc) from None
 
     def _readline(self, limit: int) -> bytes:
+        """A line, or its first ``MAX_LINE_BYTES`` + 1 bytes (the caller refuses it)."""
         try:
-            return self.handle.readline(limit)
+            return self.handle.readline(min(limit, MAX_LINE_BYTES + 1))
         except OSError as exc:
             raise _unreadable(self.path, exc) from None
 
@@ -138,7 +181,7 @@ def opened(path: Path) -> Iterator[_Source]:
     with handle:
         try:
             info = os.fstat(handle.fileno())
-            data = None if stat.S_ISREG(info.st_mode) else handle.read()
+            data = None if stat.S_ISREG(info.st_mode) else _read_stream(path, handle)
         except OSError as exc:
             raise _unreadable(path, exc) from None
         yield _Source(path, handle, data, info.st_size if data is None else len(data))

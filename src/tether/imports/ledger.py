@@ -78,7 +78,7 @@ class ImportLedger:
     def held(self) -> Iterator[Progress]:
         """Lock the ledger (waiting for another import of the same file) and read it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        os.close(files.open_home(self.path, os.O_RDWR | os.O_CREAT))
         with files.locked(self.path) as fd:
             try:
                 files.repair_torn_tail(fd)

@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ def _lines(path: Path) -> Iterator[bytes]:
     with files.user_file(path) as handle:
         if handle is None:
             raise NotFoundError(f"no transcript {path}")
-        yield from handle
+        yield from files.bounded_lines(handle, path)
 
 
 #: The transcript formats ``sessions import --format`` takes, and their readers.
@@ -90,6 +91,10 @@ def transcripts_in(path: Path) -> list[Path]:
     """``path`` itself, or every ``*.jsonl`` below it (in name order) when it is a folder:
     a Claude Code project folder, ``~/.claude/projects``, ``~/.codex/sessions``."""
     if not path.is_dir():
+        with contextlib.suppress(OSError):
+            if stat.S_ISCHR(path.stat().st_mode) or stat.S_ISBLK(path.stat().st_mode):
+                # /dev/zero never ends, and has no line to stop at: not a transcript.
+                raise BadInputError(f"{path}: a device, not a transcript")
         return [path]
     found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
     if not found:
@@ -126,7 +131,7 @@ def import_transcript(
     with files.locked(lock):
         _clear(home, pending)  # a run killed before it cleared up: the sessions hold it
         # Private, like every file of the home that holds conversation (write_atomic's 0600).
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out, _removed_on_error(part):
             if meter is not None and len(chosen) > 1:
                 meter.stage("reading transcripts", len(chosen))

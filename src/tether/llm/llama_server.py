@@ -23,6 +23,7 @@ import msgspec
 
 from tether.errors import ContextFullError, LlmProtocolError, LlmTimeoutError, LlmUnreachableError
 from tether.records import ChatMessage, Completion, CompletionRequest, ToolCallRequest, ToolSchema
+from tether.scan.urls import shown_url
 
 #: How much of an unreadable body an error message quotes.
 EXCERPT_CHARS = 200
@@ -179,8 +180,8 @@ class LlamaServerClient:
         self.model = model
         try:
             base = httpx.URL(self.url)
-        except httpx.InvalidURL as exc:
-            raise LlmUnreachableError(url, f"invalid URL: {exc}") from None
+        except httpx.InvalidURL:
+            raise LlmUnreachableError(shown_url(url), "invalid URL") from None
         self._http = httpx.AsyncClient(
             base_url=base, timeout=httpx.Timeout(timeout_s), transport=transport
         )
@@ -252,7 +253,8 @@ class LlamaServerClient:
     # -- internals -----------------------------------------------------------------------
 
     def _where(self, path: str) -> str:
-        return f"{self.url}{path}"
+        # An error names the server, never a password in its URL.
+        return shown_url(f"{self.url}{path}")
 
     @contextmanager
     def _mapped_errors(self, path: str) -> Iterator[None]:

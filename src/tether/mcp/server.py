@@ -29,11 +29,11 @@ import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import Resource as McpResource
-from pydantic import Field
+from pydantic import Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether.core.mcp import MAX_LINK_CHARS
-from tether.errors import NotFoundError, TetherError
+from tether.errors import BadInputError, NotFoundError, TetherError
 from tether.mcp.service import MAX_K, MAX_PREFIX_CHARS, MAX_QUERY_CHARS, Caller, Memory
 from tether.mcp.tokens import TokenCheck
 from tether.memory.notes import MAX_NOTE_CHARS
@@ -100,6 +100,23 @@ class TetherMcp(MCPServer[Any]):
         if not isinstance(token, str):  # BearerAuth lets nothing in without one
             raise ToolError("refused: no bearer token on this request")
         return Caller("remote", token=token, trusted=False)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        """The SDK's call, but a validation error names the argument and the rule broken,
+        never the value given: pydantic's text quotes the input's start and end (half a
+        pasted key, for one)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.__cause__.errors(include_input=False, include_url=False)
+            )
+            raise ToolError(f"Error executing tool {name}: bad arguments: {problems}") from None
 
     async def list_resources(self) -> list[McpResource]:
         pages = self.memory.visible_pages(self.lane_caller)
@@ -244,7 +261,11 @@ async def serve_http(memory: Memory, check: TokenCheck, *, host: str, port: int)
     # Accepted connections inherit it: a reply's header and body writes go out at once
     # instead of waiting out the client's delayed ACK (measured: ~40 ms a round trip).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:  # a port in use, a host that is no address of this machine
+        sock.close()
+        raise BadInputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

@@ -20,9 +20,11 @@ from pathlib import Path
 
 import msgspec
 
-from tether.errors import BadInputError, NotFoundError
-from tether.files import locked, write_atomic
+from tether.errors import BadInputError, NotFoundError, SecretInInputError
+from tether.files import locked, read_home_bytes, write_atomic
 from tether.records import UtcTime
+from tether.scan.allow import home_allow
+from tether.scan.screen import screen
 
 MCP_DIR = "mcp"
 TOKENS_FILE = "tokens"
@@ -66,7 +68,7 @@ def _digest(token: str) -> str:
 
 def _read(path: Path) -> tuple[TokenRecord, ...]:
     try:
-        data = path.read_bytes()
+        data = read_home_bytes(path)
     except FileNotFoundError:
         return ()
     try:
@@ -100,6 +102,14 @@ def create_token(home: Path, name: str, *, time: datetime) -> tuple[str, TokenRe
         raise BadInputError(
             f"a token name is at most {MAX_NAME_CHARS} printable characters (got {len(name)})"
         )
+    # The name is kept in clear and listed: a key pasted as a name is refused (exit 2).
+    try:
+        name = screen(name, what="token name", allow=home_allow(home), on_secret="refuse").text
+    except SecretInInputError as exc:
+        raise BadInputError(
+            f"the token name holds a secret (rule {exc.rule}, fingerprint {exc.fingerprint}); "
+            "nothing was written. A name is listed in clear: choose one that holds none"
+        ) from None
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     path = tokens_path(home)
     with locked(_lock(home)):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
-from tether.files import write_atomic
+from tether.files import read_home_bytes, write_atomic
 from tether.ports import Store
 from tether.records import JournalEntry
 from tether.scan.allow import home_allow
@@ -65,7 +65,9 @@ class Identity:
 
     def text(self) -> str:
         try:
-            return self.path.read_text(encoding="utf-8")
+            # Never through a link: a memory.md linked to another file would make that
+            # file the agent's identity.
+            return read_home_bytes(self.path).decode("utf-8")
         except FileNotFoundError:
             return ""
         except (OSError, UnicodeDecodeError) as exc:
@@ -77,8 +79,8 @@ class Identity:
     def sync(self) -> bool:
         """Re-index the entries if memory.md changed since they were indexed; True if so."""
         try:
-            data = self.path.read_bytes()
-            mtime = datetime.fromtimestamp(self.path.stat().st_mtime, UTC)
+            data = read_home_bytes(self.path)
+            mtime = datetime.fromtimestamp(self.path.stat(follow_symlinks=False).st_mtime, UTC)
         except FileNotFoundError:
             data, mtime = b"", datetime.fromtimestamp(0, UTC)
         except OSError as exc:

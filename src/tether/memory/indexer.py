@@ -30,6 +30,7 @@ import msgspec
 from tether import files
 from tether.core.checkpoint import strip_private
 from tether.errors import SessionError, TetherError
+from tether.files import open_home
 from tether.ids import is_session_id, session_id
 from tether.ports import Progress, Store
 from tether.records import (
@@ -126,7 +127,7 @@ def _read_new(path: Path, offset: int, size: int) -> bytes:
             f"{path}: the log is {size} bytes, shorter than the {offset} already indexed "
             "(it was rewritten); run `tether memory reindex`"
         )
-    with path.open("rb") as f:
+    with os.fdopen(open_home(path, os.O_RDONLY), "rb") as f:
         f.seek(offset)
         return f.read(size - offset)
 

@@ -1,7 +1,7 @@
 """Memory pages: longer things the owner wants the agent to know (a person, a project, a
 trip), each under a slug the agent reads with ``page_read tether://<slug>`` and recall
 finds. Every write and removal is journalled with the text before and after. A page's
-body and title are ``Screened`` (``tether.scan.screen``): no secret is stored in clear."""
+body, title and tags are ``Screened`` (``tether.scan.screen``): no secret is stored in clear."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def write_page(
     screened_body: Screened,
     *,
     title: Screened | None,
-    tags: Sequence[str],
+    tags: Sequence[Screened],
     visibility: Visibility,
     untrusted: bool,
     who: str,
@@ -65,7 +65,7 @@ def write_page(
         )
     if title is not None and len(title.text) > MAX_TITLE_CHARS:
         raise BadInputError(f"page {slug!r}: a title is at most {MAX_TITLE_CHARS} characters")
-    clean_tags = tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
+    clean_tags = tuple(dict.fromkeys(t.text.strip() for t in tags if t.text.strip()))
     page = Page(
         slug=slug,
         title=(title.text if title else "").strip() or title_of(body, slug),

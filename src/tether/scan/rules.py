@@ -87,6 +87,34 @@ def _value_reject(secret: bytes) -> bool:
     return _PLACEHOLDER.fullmatch(secret) is not None or _MARKER_PREFIX in secret
 
 
+#: Unquoted values that are words of code or config, not passwords (lowered).
+_NOT_A_PASSWORD = frozenset(
+    b"none null nil true false yes no on off str bytes string int bool required optional "
+    b"empty unset undefined default secret password passwd pass pw pwd changeme n/a na "
+    b"- -- tbd todo xxx redacted hidden masked".split()
+)
+_CODE_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _plain_password_reject(secret: bytes) -> bool:
+    """An unquoted value after ``password =``: turn down placeholders, words of code
+    (``None``, ``str``), names (``self.password``, ``os.environ``) and variables."""
+    return (
+        _value_reject(secret)
+        or secret.lower() in _NOT_A_PASSWORD
+        or secret.startswith((b"$", b"%", b"//", b"&", b"*"))
+        or secret.endswith((b":", b"=", b">"))  # a label or another key, not a value
+        or _CODE_NAME.fullmatch(secret) is not None
+    )
+
+
+def _prose_password_reject(secret: bytes) -> bool:
+    """After ``password:`` (prose, YAML, a log line) a word is more often prose
+    ("password: see the vault", "Username and password: You can") than a password:
+    those need a digit, a capital inside or a sign."""
+    return _plain_password_reject(secret) or re.fullmatch(rb"[A-Za-z][a-z]*", secret) is not None
+
+
 # -- the rules, most specific first -----------------------------------------------------
 
 # Caps on every repetition (see the module docstring). Each is far above the real format:
@@ -238,6 +266,62 @@ RULES: tuple[Rule, ...] = (
             rb"(?:yek(?:[_.-]?ssecca)?[_.-]?|(?:eulav|rts|gnirts|txet|hsah)[_.-]?)?"
             rb"(?:d(?:ro)?wssap|esarhpssap|dwp|terces|nekot|yek[_.-]?ipa)"
         ),
+        reject=_value_reject,
+    ),
+)
+
+# Passwords written without quotes (issue 34). The key is a password word only (not
+# "token" or "secret", common in prose) at the start of a name part; the value runs to a
+# blank or a delimiter and must end there (``getpass()`` is code, not a value).
+_PASSWORD_KEY = rb"(?:(?<![a-z])pwd?|passw(?:or)?d|passphrase)"
+_PASSWORD_KEY_BACK = rb"(?:dwp|wp|d(?:ro)?wssap|esarhpssap)"
+_PLAIN_VALUE = rb"""([^\s"'`,;&<>(){}\[\]\\]{1,%d})(?=[\s"'`,;&}\]]|\Z)""" % _VALUE
+
+
+def _plain_key(op: bytes) -> tuple[re.Pattern[bytes], ...]:
+    return (
+        re.compile(
+            re.escape(op) + rb"[ \t]{0,%d}" % _BLANKS + rb"""(?:["']\\?)?""" + _PASSWORD_KEY_BACK
+        ),
+    )
+
+
+RULES = (
+    *RULES,
+    Rule(
+        "password-assignment",
+        # ``password = hunter2``, ``DB_PASSWD=x``, ``?pwd=x&``: an assignment operator.
+        re.compile(
+            _PASSWORD_KEY
+            + rb"""(?:\\?["'])?[ \t]{0,%d}(?:=>|=)[ \t]{0,%d}""" % (_BLANKS, _BLANKS)
+            + _PLAIN_VALUE,
+            re.IGNORECASE,
+        ),
+        groups=(1,),
+        key=_plain_key(b"="),
+        reject=_plain_password_reject,
+    ),
+    Rule(
+        "password-assignment",
+        # ``password: Tr0ub4dor``, ``pw: 4417``: a colon, so prose words are turned down.
+        re.compile(
+            _PASSWORD_KEY
+            + rb"""(?:\\?["'])?[ \t]{0,%d}:=?[ \t]{0,%d}""" % (_BLANKS, _BLANKS)
+            + _PLAIN_VALUE,
+            re.IGNORECASE,
+        ),
+        groups=(1,),
+        key=_plain_key(b":"),
+        reject=_prose_password_reject,
+    ),
+    Rule(
+        "url-password",
+        # ``postgres://user:PASSWORD@host/db``: the password of a URL's userinfo (a
+        # password may hold ":"; "/", "?", "#" and "@" end it).
+        re.compile(rb"://[^\s:/?#@\[\]]{0,256}:([^\s/?#@]{1,256})@"),
+        groups=(1,),
+        # Only placeholders are turned down: a URL's password is a password even when it
+        # is a word ("postgres://u:pw@h" is a real, bad one).
         reject=_value_reject,
     ),
 )

@@ -16,7 +16,8 @@ import msgspec
 from tether.config import explain_validation
 from tether.core.cron import Schedule, ScheduleError, parse_schedule
 from tether.core.scheduling import InvalidJobNameError, check_job_name
-from tether.errors import BadInputError
+from tether.errors import BadInputError, UnsafeHomePathError
+from tether.files import read_home_bytes
 
 JOBS_DIR = "jobs"
 JOB_SUFFIX = ".toml"
@@ -61,8 +62,8 @@ def job_name(path: Path) -> str:
 def read_job_file(path: Path) -> bytes:
     """The bytes of a job file; JobFileError when it cannot be read."""
     try:
-        return path.read_bytes()
-    except OSError as exc:
+        return read_home_bytes(path)
+    except (OSError, UnsafeHomePathError) as exc:
         raise JobFileError(path, f"cannot read: {exc}") from None
 
 

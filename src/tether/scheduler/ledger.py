@@ -62,7 +62,7 @@ class RunLedger:
 
     def read(self) -> list[RunRecord]:
         try:
-            data = self.path.read_bytes()
+            data = files.read_home_bytes(self.path)
         except FileNotFoundError:
             return []
         return self._decode(data)
@@ -82,8 +82,7 @@ class RunLedger:
         """The ledger's lock, on the file the path names now: a pruning replaces the file,
         and a lock taken on the old one while it did would guard nothing."""
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
+            os.close(files.open_home(self.path, os.O_RDWR | os.O_CREAT))
             with files.locked(self.path) as locked:
                 try:
                     current = os.stat(self.path).st_ino

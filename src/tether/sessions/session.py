@@ -209,7 +209,7 @@ class Session:
         if not epochs:
             return False
         path = f"{directory}/{epochs[-1]}.jsonl"
-        with open(path, "rb") as f:
+        with os.fdopen(files.open_home(Path(path), os.O_RDONLY), "rb") as f:
             size = f.seek(0, os.SEEK_END)
             start = max(0, size - _TAIL_BYTES)
             f.seek(start)
@@ -251,7 +251,7 @@ class Session:
         start = records[0]
         assert isinstance(start, SessionStart)
         baseline_path = directory / f"{current}.baseline.json"
-        data = baseline_path.read_bytes()
+        data = files.read_home_bytes(baseline_path)
         actual = baseline_hash(data)
         if actual != start.baseline:
             raise BaselineMismatchError(baseline_path, start.baseline, actual)

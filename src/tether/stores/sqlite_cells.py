@@ -1,7 +1,7 @@
 """The stored text of durable memory, cell by cell, for ``tether memory scan``.
 
 Every column of the main store that holds memory text a person or a model wrote: notes,
-page titles and bodies, the memory journal's before/after, and the index rows of notes
+page titles, bodies and tags, the memory journal's before/after, and the index rows of notes
 and pages. (The sweep's cells are the sweep store's: ``sqlite_sweep_cells``.)
 
 ``read_cells`` visits them in batches (a large journal is never held at once);
@@ -26,6 +26,8 @@ CELLS: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("note", "note", ("id",), "text", ""),
     ("page", "page", ("slug",), "title", ""),
     ("page", "page", ("slug",), "body", ""),
+    # A JSON list: a secret redacted in it leaves valid JSON (a marker has no quote).
+    ("page", "page", ("slug",), "tags", "tags <> '[]' AND "),
     ("index", "doc", ("id",), "text", "kind IN ('note', 'page') AND "),
     ("journal", "journal", ("id",), "before", ""),
     ("journal", "journal", ("id",), "after", ""),

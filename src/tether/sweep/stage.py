@@ -176,7 +176,9 @@ class FileStages:
         """Appended, with no fsync: see the module's docstring for why a lost line is
         safe."""
         del state  # the record says it
-        fd = os.open(path_of(self.home, owner, local_date), os.O_WRONLY | os.O_APPEND)
+        fd = os.open(
+            path_of(self.home, owner, local_date), os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
+        )
         try:
             view = memoryview(record + b"\n")
             while view:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from tether.files import append_home
 from tether.sweep.runner import RunReport
 
 TELEMETRY_FILE = Path("telemetry") / "sweep.jsonl"
@@ -32,5 +33,4 @@ class RunLog:
             "reasons": dict(reasons),
         }
         self.path.parent.mkdir(exist_ok=True)
-        with self.path.open("ab") as handle:
-            handle.write(msgspec.json.encode(line) + b"\n")
+        append_home(self.path, msgspec.json.encode(line) + b"\n")  # never through a link

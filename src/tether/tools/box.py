@@ -207,11 +207,12 @@ class ToolBox:
             owner_urls=ctx.owner_urls,
             time=ctx.time,
         )
+        # A refusal or failure is tether's own text; once a server answered (a redirect,
+        # a broken reply) which text it is was that server's choice: untrusted, it taints.
         if isinstance(got, Refused):
-            # Nothing was read: the refusal is tether's own text, not web content.
-            return ToolOutcome(f"refused: {got.message}", "egress", False)
+            return ToolOutcome(f"refused: {got.message}", "egress", got.answered)
         if isinstance(got, Failed):
-            return ToolOutcome(f"error: {got.message}", "error", False)
+            return ToolOutcome(f"error: {got.message}", "error", got.answered)
         text = got.body.decode(got.encoding, errors="replace")
         moved = f" (redirected to {got.url})" if got.redirected else ""
         header = (

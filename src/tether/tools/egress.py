@@ -19,6 +19,14 @@ fetch before anything is sent:
 A refusal is logged (``tether.egress``, the URL secret-redacted) and counted in
 ``<home>/telemetry/egress.jsonl``: one content-free line (no URL, no host) per refusal
 (runbook: fetch-refused).
+
+What the model is told of a refusal or a failure quotes no byte a server chose: not a
+redirect's target, not its host, not a header, not a protocol error's text (which can
+quote the header). It names the URL the model asked for, the hop and a reason of ours. A
+refusal or failure that came after a server answered (``answered``) is still marked
+untrusted by the tool box and taints the session: which of our reasons applies was the
+server's choice. Any failure of a fetch, whatever raised it, is a ``Failed``, never an
+exception out of ``fetch``.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ import msgspec
 from tether.config import ToolsConfig
 from tether.core import egress
 from tether.core.scheduling import HEARTBEAT_SESSION, job_of_session
-from tether.scan.secrets import redact
+from tether.errors import UnsafeHomePathError
+from tether.files import append_home
+from tether.scan.urls import shown_url
 
 log = logging.getLogger("tether.egress")
 RUNBOOK = "fetch-refused"
@@ -59,14 +69,49 @@ async def resolve(host: str, port: int) -> list[str]:
 @dataclass(frozen=True)
 class Refused:
     reason: str  # "scheme" | "bad_url" | "tainted" | "redirects" | an address class
-    message: str  # what the model is told
-    url: str  # the hop that was refused
+    message: str  # what the model is told (no server-chosen text)
+    url: str  # the hop that was refused (server-chosen past hop 0: logged redacted only)
     hop: int  # 0: the URL asked for; n: the n-th redirect
+
+    @property
+    def answered(self) -> bool:
+        """A server chose this hop (a redirect): the refusal is untrusted."""
+        return self.hop > 0
 
 
 @dataclass(frozen=True)
 class Failed:
-    message: str
+    message: str  # no server-chosen text
+    answered: bool = False  # a server had answered before it failed: untrusted
+
+
+#: What a refusal of a redirect hop says, by reason: never the target itself.
+_HOP_REASONS = {
+    "scheme": "a URL that is not http or https",
+    "bad_url": "something that is not a URL http_fetch can read",
+    "tainted": (
+        "a URL this session may not fetch: it has read untrusted content, so it may fetch "
+        "only URLs the owner wrote and hosts in [tools] fetch_allow"
+    ),
+    **{cls: what for cls, what in egress.ADDRESS_WHAT.items()},
+}
+
+#: Exceptions whose text is ours or the OS's (never a server's): a failure names them.
+_LOCAL_TEXT = (httpx.ConnectError, httpx.TimeoutException)
+
+
+def _failure(asked: str, exc: BaseException) -> str:
+    """What the model is told of a failed request: the exception's text only when it
+    cannot quote the server (a protocol error's text can quote a header line)."""
+    detail = f": {exc}" if isinstance(exc, _LOCAL_TEXT) else ""
+    return f"fetch of {asked} failed: {type(exc).__name__}{detail}"
+
+
+@dataclass
+class _Trail:
+    """What one fetch has seen so far (whether any server answered)."""
+
+    answered: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,9 +147,8 @@ class EgressLog:
         }
         try:
             self.path.parent.mkdir(exist_ok=True)
-            with self.path.open("ab") as handle:
-                handle.write(msgspec.json.encode(line) + b"\n")
-        except OSError as exc:
+            append_home(self.path, msgspec.json.encode(line) + b"\n")
+        except (OSError, UnsafeHomePathError) as exc:
             # A count lost is better than a turn lost: the refusal itself stands.
             log.warning("egress telemetry not written to %s: %s", self.path, exc)
 
@@ -137,13 +181,26 @@ class Egress:
         owner_urls: frozenset[str],
         time: datetime,
     ) -> Fetched | Refused | Failed:
+        trail = _Trail()
         try:
             async with asyncio.timeout(self.timeout_s):
-                outcome = await self._hops(url, tainted=tainted, owner_urls=owner_urls)
+                outcome = await self._hops(url, trail, tainted=tainted, owner_urls=owner_urls)
         except TimeoutError:
-            return Failed(f"fetch of {url} failed: no answer within {self.timeout_s:g} s")
+            return Failed(
+                f"fetch of {url} failed: no answer within {self.timeout_s:g} s", trail.answered
+            )
+        except Exception as exc:
+            # A fetch failure is a tool result, never a crashed turn: what raised is logged
+            # for the owner; the model hears only that it failed, untrusted.
+            log.warning(
+                "fetch failed unexpectedly session=%s: %s",
+                session,
+                type(exc).__name__,
+                exc_info=True,
+            )
+            return Failed(f"fetch of {url} failed: {type(exc).__name__}", answered=True)
         if isinstance(outcome, Refused):
-            shown = redact(outcome.url).text[:LOGGED_URL_CHARS]
+            shown = shown_url(outcome.url)[:LOGGED_URL_CHARS]
             log.warning(
                 "egress refused session=%s reason=%s hop=%d url=%s (runbook: %s)",
                 session,
@@ -156,21 +213,22 @@ class Egress:
         return outcome
 
     async def _hops(
-        self, url: str, *, tainted: bool, owner_urls: frozenset[str]
+        self, url: str, trail: _Trail, *, tainted: bool, owner_urls: frozenset[str]
     ) -> Fetched | Refused | Failed:
         asked = url
         from_owner = False
         for hop in range(egress.MAX_REDIRECTS + 1):
             try:
                 current = httpx.URL(url)
-            except httpx.InvalidURL as exc:
-                return Refused(
+                host = current.raw_host.decode("ascii")
+            except (httpx.InvalidURL, UnicodeError) as exc:
+                bad = Refused(
                     "bad_url", f"{url} is not a URL http_fetch can read ({exc})", url, hop
                 )
+                return _hop(asked, bad)
             if current.scheme not in egress.SCHEMES:
                 scheme = f"{url}: http_fetch reads only http and https URLs"
                 return _hop(asked, Refused("scheme", scheme, url, hop))
-            host = current.raw_host.decode("ascii")
             port = current.port or egress.DEFAULT_PORTS[current.scheme]
             listed = egress.allowed(self.allow, host, port)
             if tainted and not (hop > 0 and from_owner):
@@ -183,31 +241,27 @@ class Egress:
                     from_owner = self.mode == "owner-urls" and (
                         egress.canonical_url(url) in owner_urls
                     )
-            addresses = await self._addresses(host, port)
+            addresses = await self._addresses(host if hop == 0 else None, host, port)
             if isinstance(addresses, Failed):
-                return addresses
+                return Failed(addresses.message, trail.answered)
             if not listed:
                 refused = _refused_address(url, host, addresses, hop)
                 if refused is not None:
                     return _hop(asked, refused)
-            sent = await self._send(current, addresses)
+            sent = await self._send(asked, current, addresses)
             if isinstance(sent, Failed):
-                return sent
+                return Failed(sent.message, trail.answered or sent.answered)
             response = sent
+            trail.answered = True
             location = response.headers.get("location")
             if response.status_code in REDIRECTS and location:
                 await response.aclose()
                 try:
                     url = str(current.join(location))
-                except httpx.InvalidURL as exc:
-                    return Refused(
-                        "bad_url",
-                        f"{asked} redirects to {location!r}, not a URL ({exc})",
-                        location,
-                        hop + 1,
-                    )
+                except (httpx.InvalidURL, UnicodeError, ValueError):
+                    return _hop(asked, Refused("bad_url", "", location, hop + 1))
                 continue
-            return await self._read(str(current), response, redirected=hop > 0)
+            return await self._read(asked, str(current), response, redirected=hop > 0)
         return Refused(
             "redirects",
             f"{asked} redirected more than {egress.MAX_REDIRECTS} times; not followed further",
@@ -215,24 +269,30 @@ class Egress:
             egress.MAX_REDIRECTS + 1,
         )
 
-    async def _addresses(self, host: str, port: int) -> list[egress.Address] | Failed:
+    async def _addresses(
+        self, named: str | None, host: str, port: int
+    ) -> list[egress.Address] | Failed:
+        """``host``'s addresses; a failure names the host only when ``named`` (the model
+        chose it), else it says "a redirect's host" (a server chose it)."""
+        shown = named if named is not None else "a redirect's host"
         literal = egress.parse_ip(host)
         if literal is not None:
             return [literal]
         try:
             found = await self.resolver(host, port)
-        except OSError as exc:
-            return Failed(f"cannot resolve {host}: {exc}")
+        except (OSError, UnicodeError) as exc:
+            why = f": {exc}" if named is not None else ""
+            return Failed(f"cannot resolve {shown}{why}")
         addresses: list[egress.Address] = []
         for a in found:
             try:
                 addresses.append(ipaddress.ip_address(a.split("%", 1)[0]))
             except ValueError:
-                return Failed(f"cannot resolve {host}: the resolver gave {a!r}")
-        return addresses or Failed(f"cannot resolve {host}: no address")
+                return Failed(f"cannot resolve {shown}: the resolver gave no address")
+        return addresses or Failed(f"cannot resolve {shown}: no address")
 
     async def _send(
-        self, url: httpx.URL, addresses: list[egress.Address]
+        self, asked: str, url: httpx.URL, addresses: list[egress.Address]
     ) -> httpx.Response | Failed:
         """GET ``url`` from the first of ``addresses`` that accepts a connection."""
         headers = dict(self.http.headers)
@@ -252,12 +312,22 @@ class Egress:
                 return await self.http.send(request, stream=True, follow_redirects=False)
             except httpx.ConnectError as exc:
                 error = exc
-            except httpx.HTTPError as exc:
-                return Failed(f"fetch of {url} failed: {type(exc).__name__}: {exc}")
-        return Failed(f"fetch of {url} failed: {type(error).__name__}: {error}")
+            except httpx.InvalidURL:
+                # httpx builds the next request of any redirect it is given, even when it
+                # follows none: a ``Location: mailto:...`` (or data:, javascript:) fails there.
+                return Failed(
+                    f"fetch of {asked} failed: the server redirects to something that is "
+                    "not an http or https URL; not followed.",
+                    answered=True,
+                )
+            except (httpx.HTTPError, httpx.StreamError) as exc:
+                # Past the connection the server may have spoken (a broken reply).
+                return Failed(_failure(asked, exc), answered=True)
+        assert error is not None
+        return Failed(_failure(asked, error))
 
     async def _read(
-        self, url: str, response: httpx.Response, *, redirected: bool
+        self, asked: str, url: str, response: httpx.Response, *, redirected: bool
     ) -> Fetched | Failed:
         body = bytearray()
         try:
@@ -265,8 +335,8 @@ class Egress:
                 body += chunk
                 if len(body) >= self.max_bytes:
                     break
-        except httpx.HTTPError as exc:
-            return Failed(f"fetch of {url} failed: {type(exc).__name__}: {exc}")
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            return Failed(_failure(asked, exc), answered=True)
         finally:
             await response.aclose()
         return Fetched(
@@ -280,11 +350,13 @@ class Egress:
 
 
 def _hop(asked: str, refused: Refused) -> Refused:
-    """A refusal of a redirect hop says where the redirect came from."""
+    """A refusal of a redirect hop names the URL asked for and our reason, never the
+    target (the server wrote it: it could be instructions to the model)."""
     if refused.hop == 0:
         return refused
-    where = f"{asked} redirects (hop {refused.hop}) to {refused.url}; "
-    return Refused(refused.reason, where + refused.message, refused.url, refused.hop)
+    what = _HOP_REASONS.get(refused.reason, "a URL http_fetch refuses")
+    message = f"{asked} redirects (hop {refused.hop}) to {what}; not followed."
+    return Refused(refused.reason, message, refused.url, refused.hop)
 
 
 def _refused_address(

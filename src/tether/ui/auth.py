@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from tether.errors import TetherError
-from tether.files import write_atomic
+from tether.files import read_home_bytes, write_atomic
 
 UI_DIR = "ui"
 AUTH_FILE = "auth.json"
@@ -65,7 +65,7 @@ class UiAuth:
 
     def _read(self) -> _Auth:
         try:
-            data = self.path.read_bytes()
+            data = read_home_bytes(self.path)
         except FileNotFoundError:
             return _Auth()
         try:

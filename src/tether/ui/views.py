@@ -14,6 +14,7 @@ import msgspec
 from starlette.requests import Request
 
 from tether.errors import BadInputError
+from tether.files import read_home_bytes
 from tether.ids import session_id
 from tether.scan.allow import home_allow
 from tether.ui.reading import epoch_pages, paged, session_page, session_rows, shown, stamp
@@ -236,7 +237,7 @@ def _telemetry(s: UiServices, limit: int = 50) -> list[dict[str, Any]]:
 
     path = s.home / TELEMETRY_FILE
     try:
-        lines = path.read_bytes().splitlines()
+        lines = read_home_bytes(path).splitlines()
     except FileNotFoundError:
         return []
     out = []
