@@ -141,3 +141,23 @@ def test_a_window_that_grew_after_a_killed_hook_adds_only_its_new_turns(
     assert len(segments(home)) == 2
     hook(home, "session-end", payload("SessionEnd", t.path, reason="exit"), "--wait")
     assert heartbeat(home)[-1]["mode"] == "skip_covered"
+
+
+def test_the_soak_hook_lane_runs_and_finds_nothing_lost_or_duplicated() -> None:
+    import json
+    import subprocess
+    import sys
+
+    soak = Path(__file__).resolve().parents[1] / "benchmarks" / "soak.py"
+    run = subprocess.run(
+        [sys.executable, str(soak), "--hooks", "--windows", "8", "--seed", "4"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    figures = json.loads(run.stdout)
+    assert run.returncode == 0, figures
+    assert figures["windows"] == 8
+    assert figures["acknowledged"] + figures["deferred_to_next_hook"] > 0
+    assert (figures["lost"], figures["duplicated"], figures["stuck"]) == (0, 0, 0)
+    assert figures["hook_runs"]["session-end:exit_0"] == 4
