@@ -152,7 +152,8 @@ def run_hook(
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
     tally.tracebacks += err.count("Traceback")
-    how = "exit_0" if proc.returncode == 0 else f"killed_{-proc.returncode}"
+    code = proc.returncode
+    how = f"killed_{-code}" if code < 0 else f"exit_{code}"
     tally.runs[f"{args[0]}:{how}"] = tally.runs.get(f"{args[0]}:{how}", 0) + 1
     return proc.returncode
 

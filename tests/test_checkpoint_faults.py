@@ -161,3 +161,31 @@ def test_the_soak_hook_lane_runs_and_finds_nothing_lost_or_duplicated() -> None:
     assert figures["acknowledged"] + figures["deferred_to_next_hook"] > 0
     assert (figures["lost"], figures["duplicated"], figures["stuck"]) == (0, 0, 0)
     assert figures["hook_runs"]["session-end:exit_0"] == 4
+
+
+def test_a_hook_that_finds_the_session_busy_leaves_the_window_to_its_child(
+    home: Path, tmp_path: Path
+) -> None:
+    import fcntl
+    import os
+
+    from checkpoint_helpers import TETHER_SESSION
+
+    (home / "tether.toml").write_text("[checkpoint]\ndeadline_s = 0.5\n")
+    t = Transcript(tmp_path / "t.jsonl")
+    facts = t.planted(6, 0.2)
+    (home / "corpus").mkdir(exist_ok=True)
+    fd = os.open(home / "corpus" / f"{TETHER_SESSION}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another hook of the session is banking
+        run = hook(home, "pre-compact", payload("PreCompact", t.path))
+        assert run.returncode == 0
+        [line] = heartbeat(home)
+        assert (line["segment"], line["rest"]) == ("deadline_lock", "detached")
+        time.sleep(0.5)
+        assert segments(home) == []  # the child waits for the lock
+    finally:
+        os.close(fd)
+    wait_for_line(home, lambda x: x.get("rest") == "finished")
+    assert_each_once(home, facts)
+    assert_ledger_holds_every_segment(home)

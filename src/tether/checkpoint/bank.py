@@ -284,8 +284,6 @@ def _record_boundary(
         for b in doc.boundaries:
             if b.hash == boundary.hash and (by_hash or b.epoch == boundary.epoch):
                 return b
-            if by_hash and b.last and (b.first, b.last) == (boundary.first, boundary.last):
-                return b  # the same range, scanned with another allow list
         if by_hash:
             boundary = msgspec.structs.replace(boundary, epoch=len(doc.boundaries))
         doc.boundaries.append(boundary)
@@ -443,7 +441,7 @@ def _range_note(first: str, last: str, window: str, part: int, parts: int) -> st
 
 
 def record_entry(home: Path, session: str, boundary: Boundary) -> Boundary:
-    """Append a harness window's entry unless the ledger holds its hash or its range."""
+    """Append a harness window's entry unless the ledger holds its hash."""
     return _record_boundary(home, session, boundary, by_hash=True)
 
 

@@ -77,7 +77,7 @@ WRITE_RESERVE_S = 0.05
 IPC_TIMEOUT_S = 1.0
 #: The fault point between a segment's write and its ledger entry (crash tests).
 CRASH_AFTER_WRITE = "hook-after-segment-write"
-DEADLINE_CODES = ("deadline_scan", "deadline_write")
+DEADLINE_CODES = ("deadline_scan", "deadline_write", "deadline_lock")
 
 SESSION_IDS: dict[str, Callable[[str], str]] = {
     "claude-code": claude_code.session_id_for,
@@ -237,10 +237,10 @@ def _adopt(s: HookSetting, out: Outcome, session: str, turns: Sequence[Turn]) ->
         i, j = at.get(o.first), at.get(o.last)
         if i is not None and j is not None and i <= j:
             w = Window(0, tuple(turns[i : j + 1]), True, True)
-            piece = Piece(w.turns, o.part, o.parts, o.window)
-            report = _bank(s, out, session, w, o.source, deadline=False, piece=piece)
-            if report is not None and report.hash == o.hash:
-                continue
+            if text_hash(render(w.turns), allow=s.allow) == o.hash:
+                piece = Piece(w.turns, o.part, o.parts, o.window)
+                if _bank(s, out, session, w, o.source, deadline=False, piece=piece):
+                    continue
         adopt_orphan(s.home, session, o, at=s.now, retired=s.retired)
 
 
@@ -352,7 +352,7 @@ def pre_compact(s: HookSetting, data: bytes) -> Outcome:
             rest = _bank_pieces(s, out, out.session, todo, source, deadline=not finishing)
         else:  # another hook of the session is banking: all of it is left
             rest = pieces(turns, [False] * len(turns), PART_CHARS)
-            out.segment = "deadline_scan"
+            out.segment = "deadline_lock"
     if finishing:
         out.rest = "finished"
     elif rest:
