@@ -17,9 +17,10 @@ Contract:
   list: changing ``.tether-scan-allow`` changes the hash of a window holding an allowed hit.
 - **Ledger.** ``corpus/<session>.ledger.json`` lists every boundary (epoch, hash, segment,
   time, bytes, redaction counts, which lane banked it, the harness's first and last record
-  ids; never content), appended once per (epoch, hash) under a lock on the corpus folder
-  and rewritten atomically. For a harness's session (``bank_redacted``) ``epoch`` is the
-  window's ordinal in the ledger: a tail read cannot know how many boundaries came before.
+  ids, and for a window banked in parts its ``window``, ``part`` and ``parts``; never
+  content), appended once per (epoch, hash) under a lock on the corpus folder and rewritten
+  atomically. For a harness's session (``bank_redacted``) ``epoch`` is the entry's ordinal
+  in the ledger.
 - **Private.** ``<private>...</private>`` text is ``[private]`` in every segment
   (``core.checkpoint.strip_private``), in tether's own sessions as in a harness's.
 - **One corpus folder.** ``corpus_dir`` is where the hooks, the daemon's harvest and the
