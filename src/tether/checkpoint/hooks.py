@@ -9,7 +9,7 @@ returns a decision that could block the harness; what it did is one telemetry li
 Banking is by content range: a window is read whole from its boundary
 (``checkpoint.transcript``: a byte search from the end, then a parse of that window
 alone), cut into parts of at most ``PART_CHARS`` on a grid fixed by the window's own turns
-(``core.checkpoint.pieces``), and each part the ledger does not already hold (by the
+(``core.checkpoint_parts``), and each part the ledger does not already hold (by the
 harness's record ids: a range inside a banked one adds nothing) is banked as one segment
 and one ledger entry (``_bank``). All of it under the session's lock
 (``orphans.session_lock``); a segment a crash left without its entry is adopted first
@@ -58,7 +58,8 @@ from tether.checkpoint.ipc import schedule_harvest
 from tether.checkpoint.orphans import adopt_orphan, orphans, session_lock
 from tether.checkpoint.telemetry import Value, append_line
 from tether.checkpoint.transcript import TranscriptFile
-from tether.core.checkpoint import Piece, Turn, Window, covered, pieces, render
+from tether.core.checkpoint import Turn, Window, render
+from tether.core.checkpoint_parts import Piece, covered, pieces
 from tether.errors import CorruptLedgerError
 from tether.harnesses import claude_code, codex
 from tether.harnesses.hooks import HookInput, parse_hook_input, session_start_output
