@@ -97,15 +97,15 @@ class HookSetting:
     deadline_s: float = 3.0
     pack_tokens: int = 1500
     allow: frozenset[str] = frozenset()
-    #: ``[checkpoint] auto_writeback``: None unset (on), False off; ``config_ok`` False:
-    #: tether.toml could not be read (hold: bank, schedule nothing).
-    writeback: bool | None = None
-    config_ok: bool = True
     #: PreCompact's detached child: bank what is left of the window that begins at this
     #: byte of the transcript, with no deadline (``--rest-from``).
     rest_from: int | None = None
     #: Starts that child (the CLI's); False when it could not be started.
     detach: Callable[[int], bool] | None = None
+    #: ``[checkpoint] auto_writeback``: None unset (on), False off; ``config_ok`` False:
+    #: tether.toml could not be read (hold: bank, schedule nothing).
+    writeback: bool | None = None
+    config_ok: bool = True
 
     @property
     def retired(self) -> bool:
@@ -229,6 +229,15 @@ def _bank(
     return report
 
 
+def _flush(s: HookSetting, out: Outcome, session: str, report: BankReport | None) -> None:
+    if report is None or report.path is None or not s.extract:
+        return
+    timeout = min(IPC_TIMEOUT_S, max(s.left(), 0.2))
+    code = schedule_harvest(s.home, session, report.path.name, timeout)
+    if code is not None:
+        out.flush = code
+
+
 def _adopt(s: HookSetting, out: Outcome, session: str, turns: Sequence[Turn]) -> None:
     """Give every orphan of the session (a segment a crash left without its ledger entry)
     its entry: through ``_bank`` again when its range is in ``turns`` (the same text, a
@@ -282,25 +291,24 @@ def _bank_pieces(
     return []
 
 
-def _flush(s: HookSetting, out: Outcome, session: str, names: Sequence[str] = ()) -> None:
-    """Ask the daemon to harvest each segment banked (or ``names``), until it stops
-    answering."""
-    if not s.extract:
-        return
-    for name in names or [r.path.name for r in out.banked if r.path is not None]:
-        timeout = min(IPC_TIMEOUT_S, max(s.left(), 0.2))
-        code = schedule_harvest(s.home, session, name, timeout)
-        if code is None:
-            return
-        out.flush = code
-        if code == "skip_queue_full":
-            return
-
-
 def _holding(home: Path, session: str, turns: Sequence[Turn]) -> list[str]:
     """The segments whose ranges end in ``turns`` (what holds a window banked before)."""
     uids = {t.uid for t in turns}
     return [b.segment for b in ledger(home, session) if b.last in uids]
+
+
+def _flush_all(s: HookSetting, out: Outcome, session: str, names: Sequence[str] = ()) -> None:
+    """``_flush`` each segment banked (or named), until the daemon stops answering."""
+    folder = corpus_dir(s.home)
+    reports = [BankReport("segment_dup", path=folder / n) for n in names] or out.banked
+    for report in reports:
+        answered, out.flush = out.flush, None
+        _flush(s, out, session, report)
+        if out.flush is None:  # no daemon: the maintenance pass finds the rest
+            out.flush = answered
+            return
+        if out.flush == "skip_queue_full":
+            return
 
 
 # -- the hooks ---------------------------------------------------------------------------
@@ -359,7 +367,7 @@ def pre_compact(s: HookSetting, data: bytes) -> Outcome:
     elif rest:
         _leave(s, out, read.start, rest, several=not held or rest[0].parts > 1)
     out.ms = int((time.monotonic() - s.started) * 1000)
-    _flush(s, out, out.session, banked_before)
+    _flush_all(s, out, out.session, banked_before)
     return out
 
 
@@ -391,7 +399,7 @@ def backstop(s: HookSetting, out: Outcome, path: Path, session: str) -> None:
             _bank_pieces(s, out, session, todo, "backstop", deadline=False)
     if out.banked:
         out.backstop = "backstop_banked"
-        _flush(s, out, session)
+        _flush_all(s, out, session)
 
 
 def session_start(s: HookSetting, data: bytes) -> Outcome:
@@ -447,7 +455,7 @@ def session_end(s: HookSetting, data: bytes) -> Outcome:
         source = "remainder" if out.mode == "remainder" else "full"
         _bank_pieces(s, out, out.session, todo, source, deadline=False)
     out.ms = int((time.monotonic() - s.started) * 1000)
-    _flush(s, out, out.session)
+    _flush_all(s, out, out.session)
     return out
 
 
