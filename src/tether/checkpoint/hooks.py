@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 from tether.checkpoint import pack as packs
 from tether.checkpoint.bank import (
@@ -304,10 +305,11 @@ def _flush_all(s: HookSetting, out: Outcome, session: str, names: Sequence[str] 
     for report in reports:
         answered, out.flush = out.flush, None
         _flush(s, out, session, report)
-        if out.flush is None:  # no daemon: the maintenance pass finds the rest
+        code = cast("str | None", out.flush)  # what _flush set
+        if code is None:  # no daemon: the maintenance pass finds the rest
             out.flush = answered
             return
-        if out.flush == "skip_queue_full":
+        if code == "skip_queue_full":
             return
 
 
