@@ -189,3 +189,21 @@ def test_a_hook_that_finds_the_session_busy_leaves_the_window_to_its_child(
     wait_for_line(home, lambda x: x.get("rest") == "finished")
     assert_each_once(home, facts)
     assert_ledger_holds_every_segment(home)
+
+
+def test_a_ledger_moved_aside_is_rebuilt_from_the_segments_not_banked_again(
+    home: Path, tmp_path: Path
+) -> None:
+    t = Transcript(tmp_path / "t.jsonl")
+    facts = t.planted(4, 0.1)
+    hook(home, "pre-compact", payload("PreCompact", t.path))
+    t.boundary()
+    facts += t.planted(4, 0.1)
+    before = sorted(p.name for p in segments(home))
+    ledger = next((home / "corpus").glob("*.ledger.json"))
+    ledger.rename(ledger.with_suffix(".corrupt"))
+    hook(home, "session-end", payload("SessionEnd", t.path, reason="exit"), "--wait")
+    assert heartbeat(home)[-1]["mode"] == "remainder"  # the first window: adopted
+    assert_each_once(home, facts)
+    assert_ledger_holds_every_segment(home)
+    assert set(before) < {p.name for p in segments(home)}
