@@ -125,6 +125,13 @@ def _place(path: Path, data: bytes, *, replace: bool) -> bool:
             os.link(aside, path)
         except FileExistsError:
             return False
+        except OSError:  # no hard links here: create it exclusively (under the lock)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
         return True
     finally:
         aside.unlink(missing_ok=True)
