@@ -21,6 +21,9 @@ Checked at the end, after a clean stop:
 
     .venv/bin/python benchmarks/soak.py [--minutes 10] [--baseline 60] [--seed 1]
 
+``--hooks`` runs the hook lane instead (``soak_hooks``: checkpoint windows through real
+hook processes killed at random): ``benchmarks/soak.py --hooks [--windows 60]``.
+
 Prints one JSON document of figures; exits 1 when a check fails.
 """
 
@@ -280,7 +283,12 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--hooks", action="store_true", help="the hook lane (soak_hooks)")
+    parser.add_argument("--windows", type=int, default=60, help="hook lane: windows")
+    parser.add_argument("--deadline", type=float, default=0.3, help="hook lane: deadline_s")
     args = parser.parse_args()
+    if args.hooks:
+        return hook_lane(args)
     rng = random.Random(args.seed)
     fake = Fake(args.latency, args.n_ctx)
     try:
@@ -342,6 +350,13 @@ def main() -> int:
         )
     )
     return 0 if ok else 1
+
+
+def hook_lane(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+    from benchmarks import soak_hooks
+
+    return soak_hooks.run(args)
 
 
 if __name__ == "__main__":

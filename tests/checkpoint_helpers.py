@@ -56,9 +56,22 @@ class Transcript:
             }
         )
 
-    def tool_result(self) -> str:
-        block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "file listing"}
+    def tool_result(self, content: str = "file listing") -> str:
+        block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": content}
         return self._add({"type": "user", "message": {"role": "user", "content": [block]}})
+
+    def planted(self, n: int, mib: float, talk: int = 0) -> list[str]:
+        """``n`` facts, one a user turn, spread over ``mib`` MiB of mostly tool output (and
+        ``talk`` characters of assistant words a turn); the facts, in order."""
+        facts = [f"PLANTED-FACT-{self.n:05d}-{i:03d}" for i in range(n)]
+        output = "drwxr-xr-x 2 owner owner 4096 Nov 1 10:00 build-artifacts-directory\n" * 900
+        per = max(1, int(mib * 1024 * 1024 / n / len(output)))
+        for fact in facts:
+            self.user(f"Remember {fact}: we keep it.")
+            for _ in range(per):
+                self.tool_result(output)
+            self.assistant(f"Kept {fact}. " + "words " * (talk // 6))
+        return facts
 
     def boundary(self, trigger: str = "auto", summary: str = "SUMMARY-OF-THE-HARNESS") -> None:
         self._add(

@@ -26,6 +26,7 @@ from checkpoint_helpers import (
 )
 from daemon_helpers import tether
 from tether.checkpoint.bank import redact_text
+from tether.checkpoint.hooks import PAUSE_BEFORE_RECALL
 from tether.checkpoint.recallable import clean_texts
 from tether.core.checkpoint import Turn, parse_rendered, render
 
@@ -124,9 +125,11 @@ def test_each_hook_makes_its_window_recallable_once(home: Path, tmp_path: Path) 
     ingest = tether(home, "transcripts", "ingest", str(t.path))
     assert ingest.returncode == 0, ingest.stderr
     assert held(home) == said
-    # A hook banking an overlapping window (the whole transcript: the ledger is gone, so
-    # session end falls back to all of it) adds nothing either.
+    # A hook banking an overlapping window (the whole transcript: the ledger and its
+    # segments are gone, so session end falls back to all of it) adds nothing either.
     (home / "corpus" / f"{TETHER_SESSION}.ledger.json").unlink()
+    for segment in segments(home):
+        segment.unlink()
     hook(home, "session-end", payload("SessionEnd", t.path, reason="exit"), "--wait")
     assert heartbeat(home)[-1]["mode"] == "full_fallback"
     assert held(home) == said
@@ -220,11 +223,18 @@ def test_a_hook_killed_before_its_ledger_entry_is_caught_up_by_the_next_hook(
 def test_a_hook_out_of_time_leaves_its_window_to_the_next_recall(
     home: Path, tmp_path: Path
 ) -> None:
-    toml = home / "tether.toml"
-    toml.write_text(toml.read_text() + "\n[checkpoint]\ndeadline_s = 0.26\n")
+    # The hook banks its window, then is held past its 3 s deadline before the recall
+    # step (a pause point that lets go by itself), so that step is deferred however fast
+    # or loaded the machine is.
     t = Transcript(tmp_path / "t.jsonl")
     first_window(t)
-    run = hook(home, "pre-compact", payload("PreCompact", t.path))
+    held_past = {
+        "TETHER_PAUSE_AT": PAUSE_BEFORE_RECALL,
+        "TETHER_PAUSE_DIR": str(tmp_path),
+        "TETHER_PAUSE_S": "3.2",
+    }
+    run = hook(home, "pre-compact", payload("PreCompact", t.path), env=held_past)
+    assert (tmp_path / f"{PAUSE_BEFORE_RECALL}.reached").exists()
     assert run.returncode == 0, run.stderr
     line = heartbeat(home)[-1]
     assert (line["segment"], line["recall"]) == ("segment_banked", "recall_deferred")

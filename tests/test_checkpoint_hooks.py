@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -91,12 +92,13 @@ def test_no_secret_and_no_word_of_the_transcript_in_telemetry(home: Path, tmp_pa
             assert SECRET not in path.read_text(), path
 
 
-def test_a_two_mib_window_is_banked_inside_the_deadline_from_its_tail(
+def test_a_window_over_two_mib_is_banked_whole_in_ordered_parts_inside_the_deadline(
     home: Path, tmp_path: Path
 ) -> None:
     t = Transcript(tmp_path / "big.jsonl")
     t.user("OLDEST-WORDS before everything")
     t.boundary()
+    t.user("FIRST-WORDS of the window")
     filler = "tool output line with words and numbers 0123456789 " * 40
     while t.path.stat().st_size < 3 * 1024 * 1024:
         t.user(f"step {t.n}: {filler}")
@@ -106,11 +108,20 @@ def test_a_two_mib_window_is_banked_inside_the_deadline_from_its_tail(
     assert run.returncode == 0
     [line] = heartbeat(home)
     assert line["segment"] == "segment_banked"
-    [seg] = segments(home)
-    text = seg.read_text()
-    assert "NEWEST-WORDS" in text
-    assert "OLDEST-WORDS" not in text
-    assert 1.5 * 1024 * 1024 < seg.stat().st_size < 2.2 * 1024 * 1024
+    assert line["parts"] == 2
+    assert "rest" not in line  # nothing left for later
+    entries = ledger_doc(home)["boundaries"]
+    assert [(e["part"], e["parts"]) for e in entries] == [(1, 2), (2, 2)]
+    assert len({e["window"] for e in entries}) == 1
+    first, second = ((home / "corpus" / e["segment"]).read_text() for e in entries)
+    assert "FIRST-WORDS" in first
+    assert "NEWEST-WORDS" in second
+    assert "OLDEST-WORDS" not in first + second
+    steps = [n for text in (first, second) for n in re.findall(r"USER: step (\d+):", text)]
+    assert steps == sorted(set(steps), key=int)  # every turn once, in order
+    assert (int(steps[-1]) - int(steps[0])) // 2 + 1 == len(steps)  # a user turn every 2
+    for e in entries:
+        assert (home / "corpus" / e["segment"]).stat().st_size < 2.2 * 1024 * 1024
 
 
 def test_a_deadline_too_tight_to_scan_writes_nothing_unscanned(home: Path, tmp_path: Path) -> None:

@@ -17,9 +17,10 @@ Contract:
   list: changing ``.tether-scan-allow`` changes the hash of a window holding an allowed hit.
 - **Ledger.** ``corpus/<session>.ledger.json`` lists every boundary (epoch, hash, segment,
   time, bytes, redaction counts, which lane banked it, the harness's first and last record
-  ids; never content), appended once per (epoch, hash) under a lock on the corpus folder
-  and rewritten atomically. For a harness's session (``bank_redacted``) ``epoch`` is the
-  window's ordinal in the ledger: a tail read cannot know how many boundaries came before.
+  ids, and for a window banked in parts its ``window``, ``part`` and ``parts``; never
+  content), appended once per (epoch, hash) under a lock on the corpus folder and rewritten
+  atomically. For a harness's session (``bank_redacted``) ``epoch`` is the entry's ordinal
+  in the ledger.
 - **Private.** ``<private>...</private>`` text is ``[private]`` in every segment
   (``core.checkpoint.strip_private``), in tether's own sessions as in a harness's.
 - **One corpus folder.** ``corpus_dir`` is where the hooks, the daemon's harvest and the
@@ -99,6 +100,12 @@ class Boundary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     turns: NonNegative = 0
     #: Banked while ``[checkpoint] auto_writeback`` was false: never extracted.
     retired: bool = False
+    #: A window too long for one segment is banked in parts: ``part`` of ``parts`` (from
+    #: 1, in the window's order) of the window whose first record id is ``window``; 0
+    #: when it was banked whole before parts existed.
+    window: str = ""
+    part: NonNegative = 0
+    parts: NonNegative = 0
 
 
 class _Ledger(msgspec.Struct, forbid_unknown_fields=True):
@@ -372,11 +379,16 @@ def bank_redacted(
     turns: int = 0,
     retired: bool = False,
     crash_at: str | None = None,
+    window: str = "",
+    part: int = 0,
+    parts: int = 0,
 ) -> BankReport:
     """Bank a window of a harness's session, scanned by ``redact_text``; ``what``
-    describes it in the segment's header line. The ledger entry is keyed by hash alone
-    (see the module doc). ``crash_at`` names the fault point between the segment write and
-    its ledger entry."""
+    describes it in the segment's header line. The ledger entry is keyed by hash, and by
+    its range of record ids (``first``, ``last``) when it has one: the header line names
+    the range too, so a segment whose ledger entry a crash lost is adopted by the next
+    hook (``adopt_orphans``) instead of banked again. ``crash_at`` names the fault point
+    between the segment write and its ledger entry."""
     session_id(session)
     if time.tzinfo is None or not is_utc(time):
         raise BadInputError(f"boundary time must be UTC, got {time.isoformat()}")
@@ -387,7 +399,10 @@ def bank_redacted(
     if _same_body(path, red.body):
         code: BankCode = "segment_dup"
     else:
-        header = f"# tether segment {red.hash}: session {session}, {what} (secrets redacted)\n\n"
+        rng = _range_note(first, last, window, part, parts)
+        header = (
+            f"# tether segment {red.hash}: session {session}, {what}{rng} (secrets redacted)\n\n"
+        )
         write_atomic(path, header.encode() + red.body)
         code = "segment_banked"
     if crash_at is not None:
@@ -405,9 +420,30 @@ def bank_redacted(
         last=last,
         turns=turns,
         retired=retired,
+        window=window,
+        part=part,
+        parts=parts,
     )
     _record_boundary(home, session, boundary, by_hash=True)
     return BankReport(code, red.hash, path, LINK_PREFIX + name, size, red.counts)
+
+
+_IDS = re.compile(r"[A-Za-z0-9@:_-]{1,128}")
+
+
+def _range_note(first: str, last: str, window: str, part: int, parts: int) -> str:
+    """The range a header line names (for ``adopt_orphans``): ids of the grammar only."""
+    if not (_IDS.fullmatch(first) and _IDS.fullmatch(last)):
+        return ""
+    note = f", records {first} .. {last}"
+    if part and _IDS.fullmatch(window):
+        note += f", part {part} of {parts} of window {window}"
+    return note
+
+
+def record_entry(home: Path, session: str, boundary: Boundary) -> Boundary:
+    """Append a harness window's entry unless the ledger holds its hash."""
+    return _record_boundary(home, session, boundary, by_hash=True)
 
 
 def text_hash(text: str, *, allow: frozenset[str] = frozenset()) -> str | None:

@@ -9,7 +9,8 @@ IPC (``lane`` harvest), the maintenance pass over ``corpus/`` (``maintenance``),
 2. retired in the ledger (banked while ``[checkpoint] auto_writeback`` was false), or
    writeback off now (the segment is retired then), or tether.toml unreadable (held,
    untouched): ``extraction_disabled``; the ingest lane is never gated;
-3. a live claim by another process (``receipts/<segment>.claim``): ``claimed_elsewhere``;
+3. a live claim by another process (``receipts/<segment>.claim``, ``checkpoint.claims``:
+   a dead holder's is taken over at once): ``claimed_elsewhere``;
 4. the whole segment (never only its start) is read as turns and sent in chunks of
    ``CHUNK_CHARS``; after each chunk its counters go to ``receipts/<segment>.progress``,
    so a retry after an abort resumes at the next chunk (facts are at-least-once: dedup
@@ -29,10 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,10 +47,12 @@ from tether.checkpoint.bank import (
     read_segment,
     retire,
 )
+from tether.checkpoint.claims import claim
 from tether.core.extraction import render_turns
 from tether.core.sweep.state import Fact
 from tether.errors import NotFoundError, TetherError
 from tether.extract.extractor import Extractor
+from tether.faults import crash_point
 from tether.files import write_atomic
 from tether.ports import SweepStore
 from tether.records import ExtractedFact, ExtractionRequest, FactAuthority, SourceTurn, TurnRole
@@ -60,8 +61,8 @@ from tether.scan.secrets import redact
 OWNER = "owner"
 CAP: FactAuthority = "agent_reusable_conclusion"
 CHUNK_CHARS = 16_000
-#: A claim older than this is a dead process's: taken over.
-CLAIM_STALE_S = 300.0
+#: The fault point after a chunk's facts and progress are written (crash tests).
+CRASH_AFTER_CHUNK = "harvest-after-chunk"
 RANK = {"sweep_inference": 1, "agent_reusable_conclusion": 2, "direct_user_statement": 3}
 INSTRUCTIONS = (
     "You read a transcript segment of a coding or personal session and list the durable "
@@ -131,33 +132,6 @@ def chunks(turns: list[SourceTurn], size: int = CHUNK_CHARS) -> list[list[Source
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())
-
-
-@contextlib.contextmanager
-def _claim(path: Path) -> Iterator[Path | None]:
-    """Hold ``path`` (O_EXCL), taking over a stale one; None when another holds it."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            try:
-                age = time.time() - path.stat().st_mtime
-            except FileNotFoundError:
-                continue
-            if age < CLAIM_STALE_S:
-                yield None
-                return
-            path.unlink(missing_ok=True)
-            continue
-        os.write(fd, f"{os.getpid()}\n".encode())
-        os.close(fd)
-        try:
-            yield path
-        finally:
-            path.unlink(missing_ok=True)
-        return
-    yield None
 
 
 class Harvester:
@@ -238,8 +212,8 @@ class Harvester:
         if gated is not None:
             out.outcome = gated
             return out
-        claim = manifests.receipt_path(self.home, name).with_suffix(".claim")
-        with _claim(claim) as held:
+        claim_path = manifests.receipt_path(self.home, name).with_suffix(".claim")
+        with claim(claim_path) as held:
             if held is None:
                 out.outcome = "claimed_elsewhere"
                 return out
@@ -274,6 +248,7 @@ class Harvester:
                 progress.links.extend(_LINK.findall(fact.text))
             progress.chunks_done = i + 1
             _write_progress(progress_path, progress)
+            crash_point(CRASH_AFTER_CHUNK)
         links = [LINK_PREFIX + name.removesuffix(".txt"), *dict.fromkeys(progress.links)]
         verified = tuple(link for link in links if self._resolves(link))
         receipt = manifests.Receipt(

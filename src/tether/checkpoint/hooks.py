@@ -6,21 +6,31 @@ boundary.** Every hook reads the harness's JSON from stdin, always exits 0 and n
 returns a decision that could block the harness; what it did is one telemetry line
 (``checkpoint.telemetry``), codes and counts only.
 
-- ``pre_compact``: the newest ``TAIL_BYTES`` of the transcript (never nothing: beyond it
-  only the tail is read), cut to the window since the last boundary, rendered, private
-  spans out, secret-scanned in memory, then written as ``corpus/<session>.seg-<hash24>.txt``
-  with its ledger entry, all inside ``[checkpoint] deadline_s`` and before any IPC. A
-  deadline too tight to scan is ``deadline_scan``, too tight to write after the scan
-  ``deadline_write``: never an unscanned write. Then one round trip to the daemon
+Banking is by content range: a window is read whole from its boundary
+(``checkpoint.transcript``: a byte search from the end, then a parse of that window
+alone), cut into parts of at most ``PART_CHARS`` on a grid fixed by the window's own turns
+(``core.checkpoint_parts``), and each part the ledger does not already hold (by the
+harness's record ids: a range inside a banked one adds nothing) is banked as one segment
+and one ledger entry (``_bank``). All of it under the session's lock
+(``orphans.session_lock``); a segment a crash left without its entry is adopted first
+(``_adopt``), never banked twice.
+
+- ``pre_compact``: the window since the last boundary, part by part inside ``[checkpoint]
+  deadline_s``, each rendered, private spans out, secret-scanned in memory, written before
+  any IPC. A part too big to scan in the time left is ``deadline_scan``, too tight to
+  write after the scan ``deadline_write``: never an unscanned write. What the deadline
+  leaves of a window of several parts (``segment_partial``, ``rest_bytes``) is finished by
+  a detached child (``rest`` detached: ``pre-compact --rest-from OFFSET``); of a window of
+  one part, or when no child starts, by the next hook (``rest`` next_hook: the backstop
+  after the compaction, or session end). Then one round trip to the daemon per segment
   (``ipc.schedule_harvest``) gives the ``flush`` code; absent when no daemon answered.
 - ``session_start``: with ``source`` compact (and from ``post_compact``) the backstop
-  first: any closed window of the tail the ledger lacks (PreCompact is not always fired)
-  is banked (``backstop_banked``). Then the pack (``pack.context_pack``).
-- ``session_end``: a full parse (``PARSE_BYTES``; beyond it the newest tail) recomputes
-  every boundary window's hash; when the ledger holds each, the open window is banked
-  (``remainder``) or nothing is left (``skip_covered``), else the whole parse is banked
-  (``full_fallback``). The CLI runs it in a detached child: the harness gives SessionEnd
-  little time.
+  first: what the ledger lacks of every closed window that begins within the newest
+  ``TAIL_BYTES`` (or spans its start) is banked (``backstop_banked``). Then the pack.
+- ``session_end``: the whole transcript, streamed; when what the ledger lacks lies after
+  the last boundary it is banked as ``remainder``, when nothing is left ``skip_covered``,
+  else ``full_fallback`` banks what is missing of the whole transcript (as one window).
+  The CLI runs it in a detached child: the harness gives SessionEnd little time.
 
 ``[checkpoint] auto_writeback`` false banks windows retired (never extracted) and asks the
 daemon for nothing; a tether.toml that cannot be read holds them (banked, not scheduled).
@@ -29,10 +39,11 @@ daemon for nothing; a tether.toml that cannot be read holds them (banked, not sc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 from tether.checkpoint import pack as packs
 from tether.checkpoint.bank import (
@@ -45,16 +56,23 @@ from tether.checkpoint.bank import (
     text_hash,
 )
 from tether.checkpoint.ipc import schedule_harvest
+from tether.checkpoint.orphans import adopt_orphan, orphans, session_lock
 from tether.checkpoint.telemetry import Value, append_line
-from tether.core.checkpoint import Entry, Window, coverage, render, split_windows
+from tether.checkpoint.transcript import TranscriptFile
+from tether.core.checkpoint import Turn, Window, render
+from tether.core.checkpoint_parts import Piece, covered, pieces
 from tether.errors import CorruptLedgerError
+from tether.faults import pause_point
 from tether.harnesses import claude_code, codex
 from tether.harnesses.hooks import HookInput, parse_hook_input, session_start_output
 
+#: The backstop looks at the windows that begin within (or span the start of) the newest
+#: TAIL_BYTES of the transcript; older ones are session end's.
 TAIL_BYTES = 2 * 1024 * 1024
-PARSE_BYTES = 10 * 1024 * 1024
+#: The most rendered text one segment holds: a longer window is banked in parts.
+PART_CHARS = 2 * 1024 * 1024
 #: A deliberately low estimate of the scanner's speed (it runs at ~150 MB/s here): a
-#: window whose scan would not fit the time left is a ``deadline_scan``.
+#: part whose scan would not fit the time left is a ``deadline_scan``.
 SCAN_BYTES_PER_S = 20_000_000
 #: Time kept for the segment's write after the scan (else ``deadline_write``).
 WRITE_RESERVE_S = 0.05
@@ -64,11 +82,11 @@ IPC_TIMEOUT_S = 1.0
 UNHURRIED_S = 60.0
 #: The fault point between a segment's write and its ledger entry (crash tests).
 CRASH_AFTER_WRITE = "hook-after-segment-write"
+#: The pause point between a window's banking and its recall step (a test holds the hook
+#: there past its deadline: the recall step is deferred, whatever the machine's speed).
+PAUSE_BEFORE_RECALL = "hook-before-recall"
+DEADLINE_CODES = ("deadline_scan", "deadline_write", "deadline_lock")
 
-READERS: dict[str, Callable[[bytes], Entry | str]] = {
-    "claude-code": claude_code.window_entry,
-    "codex": codex.window_entry,
-}
 SESSION_IDS: dict[str, Callable[[str], str]] = {
     "claude-code": claude_code.session_id_for,
     "codex": codex.session_id_for,
@@ -86,6 +104,11 @@ class HookSetting:
     deadline_s: float = 3.0
     pack_tokens: int = 1500
     allow: frozenset[str] = frozenset()
+    #: PreCompact's detached child: bank what is left of the window that begins at this
+    #: byte of the transcript, with no deadline (``--rest-from``).
+    rest_from: int | None = None
+    #: Starts that child (the CLI's); False when it could not be started.
+    detach: Callable[[int], bool] | None = None
     #: ``[checkpoint] auto_writeback``: None unset (on), False off; ``config_ok`` False:
     #: tether.toml could not be read (hold: bank, schedule nothing).
     writeback: bool | None = None
@@ -127,6 +150,9 @@ class Outcome:
     pack_tokens: int = 0
     ms: int = 0
     error: str | None = None
+    parts: int = 0  # segments written or recorded by this run
+    rest: str | None = None  # detached, next_hook (the deadline left some), finished
+    rest_bytes: int = 0  # rendered bytes of what the deadline left
     stdout: bytes = b""
     banked: list[BankReport] = field(default_factory=list)
 
@@ -148,26 +174,13 @@ class Outcome:
             "pack_tokens": self.pack_tokens or None,
             "ms": self.ms,
             "error": self.error,
+            "parts": self.parts if self.parts > 1 or self.rest else None,
+            "rest": self.rest,
+            "rest_bytes": self.rest_bytes or None,
         }
 
 
-# -- reading the transcript --------------------------------------------------------------
-
-
-def read_entries(path: Path, harness: str, limit: int) -> tuple[list[Entry], bool]:
-    """The entries of the newest ``limit`` bytes of the transcript, and whether that is
-    the whole of it (a tail's first, cut line is dropped; so is a torn last line)."""
-    with path.open("rb") as handle:
-        size = handle.seek(0, 2)
-        start = max(0, size - limit)
-        handle.seek(start)
-        data = handle.read()
-    lines = data.split(b"\n")
-    if start > 0:
-        lines = lines[1:]
-    read = READERS[harness]
-    entries = [e for e in map(read, lines) if not isinstance(e, str)]
-    return entries, start == 0
+# -- banking by range ------------------------------------------------------------------------
 
 
 def _what(harness: str, w: Window, source: str) -> str:
@@ -185,7 +198,14 @@ def _hashes(home: Path, session: str) -> tuple[list[Boundary], bool]:
 
 
 def _bank(
-    s: HookSetting, out: Outcome, session: str, w: Window, source: str, *, deadline: bool
+    s: HookSetting,
+    out: Outcome,
+    session: str,
+    w: Window,
+    source: str,
+    *,
+    deadline: bool,
+    piece: Piece | None = None,
 ) -> BankReport | None:
     text = render(w.turns)
     if not text:
@@ -210,10 +230,14 @@ def _bank(
         turns=len(w.turns),
         retired=s.retired,
         crash_at=CRASH_AFTER_WRITE,
+        window=piece.key if piece is not None else "",
+        part=piece.part if piece is not None else 0,
+        parts=piece.parts if piece is not None else 0,
     )
     out.segment = report.code
     out.size += report.bytes
     out.redactions += sum(report.redactions.values())
+    out.parts += 1
     out.banked.append(report)
     _recallable(s, out, session, report)
     return report
@@ -224,6 +248,7 @@ def _recallable(s: HookSetting, out: Outcome, session: str, report: BankReport) 
     leaves the bytes banked (a later pass catches the segment up)."""
     if s.on_banked is None or report.path is None:
         return
+    pause_point(PAUSE_BEFORE_RECALL)
     # Session end runs detached (the harness waits for nothing): no deadline there.
     left = s.left if out.event != "session-end" else lambda: UNHURRIED_S
     try:
@@ -240,6 +265,80 @@ def _flush(s: HookSetting, out: Outcome, session: str, report: BankReport | None
     code = schedule_harvest(s.home, session, report.path.name, timeout)
     if code is not None:
         out.flush = code
+
+
+def _adopt(s: HookSetting, out: Outcome, session: str, turns: Sequence[Turn]) -> None:
+    """Give every orphan of the session (a segment a crash left without its ledger entry)
+    its entry: through ``_bank`` again when its range is in ``turns`` (the same text, a
+    ``segment_dup``), else from its header."""
+    at = {t.uid: i for i, t in enumerate(turns)}
+    for o in orphans(s.home, session):
+        i, j = at.get(o.first), at.get(o.last)
+        if i is not None and j is not None and i <= j:
+            w = Window(0, tuple(turns[i : j + 1]), True, True)
+            if text_hash(render(w.turns), allow=s.allow) == o.hash:
+                piece = Piece(w.turns, o.part, o.parts, o.window)
+                if _bank(s, out, session, w, o.source, deadline=False, piece=piece):
+                    continue
+        adopt_orphan(s.home, session, o, at=s.now, retired=s.retired)
+
+
+def _cover(
+    s: HookSetting, out: Outcome, session: str, turns: Sequence[Turn], windows: Sequence[Window]
+) -> list[bool]:
+    """Which ``turns`` the ledger holds (orphans adopted first): by range, and, for each of
+    ``windows`` (their turns in order make ``turns``), by the whole window's hash (a
+    ledger entry of a harness with no record ids)."""
+    _adopt(s, out, session, turns)
+    held = ledger(s.home, session)
+    cover = covered(turns, [(b.first, b.last) for b in held if b.last])
+    hashes = {b.hash for b in held}
+    at = 0
+    for w in windows:
+        n = len(w.turns)
+        if not all(cover[at : at + n]) and text_hash(render(w.turns), allow=s.allow) in hashes:
+            cover[at : at + n] = [True] * n
+        at += n
+    return cover
+
+
+def _bank_pieces(
+    s: HookSetting,
+    out: Outcome,
+    session: str,
+    todo: Sequence[Piece],
+    source: str,
+    *,
+    deadline: bool,
+) -> list[Piece]:
+    """Bank each piece, one segment and ledger entry each; what the deadline left."""
+    for k, p in enumerate(todo):
+        w = Window(0, p.turns, True, True)
+        report = _bank(s, out, session, w, source, deadline=deadline, piece=p)
+        if report is None and out.segment in DEADLINE_CODES:
+            return list(todo[k:])
+    return []
+
+
+def _holding(home: Path, session: str, turns: Sequence[Turn]) -> list[str]:
+    """The segments whose ranges end in ``turns`` (what holds a window banked before)."""
+    uids = {t.uid for t in turns}
+    return [b.segment for b in ledger(home, session) if b.last in uids]
+
+
+def _flush_all(s: HookSetting, out: Outcome, session: str, names: Sequence[str] = ()) -> None:
+    """``_flush`` each segment banked (or named), until the daemon stops answering."""
+    folder = corpus_dir(s.home)
+    reports = [BankReport("segment_dup", path=folder / n) for n in names] or out.banked
+    for report in reports:
+        answered, out.flush = out.flush, None
+        _flush(s, out, session, report)
+        code = cast("str | None", out.flush)  # what _flush set
+        if code is None:  # no daemon: the maintenance pass finds the rest
+            out.flush = answered
+            return
+        if code == "skip_queue_full":
+            return
 
 
 # -- the hooks ---------------------------------------------------------------------------
@@ -277,35 +376,60 @@ def pre_compact(s: HookSetting, data: bytes) -> Outcome:
     path = _transcript(inp, out)
     if path is None:
         return out
-    entries, whole = read_entries(path, s.harness, TAIL_BYTES)
-    windows = split_windows(entries, from_start=whole)
-    window = windows[-1]
-    if not window.turns and len(windows) > 1:  # called after the boundary was written
-        window = windows[-2]
+    finishing = s.rest_from is not None
+    banked_before: list[str] = []
+    with TranscriptFile(path, s.harness) as tf:
+        read = tf.window_at(s.rest_from) if s.rest_from is not None else tf.last_window()
+    turns = read.window.turns
     source = f"pre-compact:{out.trigger or 'unknown'}"
-    report = _bank(s, out, out.session, window, source, deadline=True)
+    with session_lock(s.home, out.session, None if finishing else max(s.left(), 0.0)) as held:
+        if held:
+            todo = pieces(turns, _cover(s, out, out.session, turns, ()), PART_CHARS)
+            if not todo and not out.banked:
+                out.segment = "segment_dup" if render(turns) else "empty_window"
+                banked_before = _holding(s.home, out.session, turns)
+            rest = _bank_pieces(s, out, out.session, todo, source, deadline=not finishing)
+        else:  # another hook of the session is banking: all of it is left
+            rest = pieces(turns, [False] * len(turns), PART_CHARS)
+            out.segment = "deadline_lock"
+    if finishing:
+        out.rest = "finished"
+    elif rest:
+        _leave(s, out, read.start, rest, several=not held or rest[0].parts > 1)
     out.ms = int((time.monotonic() - s.started) * 1000)
-    _flush(s, out, out.session, report)
+    _flush_all(s, out, out.session, banked_before)
     return out
 
 
+def _leave(s: HookSetting, out: Outcome, start: int, rest: list[Piece], *, several: bool) -> None:
+    """Record what the deadline left; a window of several parts is finished by a detached
+    child, one of a single part (or when no child starts) by the next hook."""
+    out.rest_bytes = sum(len(render(p.turns).encode()) for p in rest)
+    if out.parts:
+        out.segment = "segment_partial"
+    detached = several and s.detach is not None and s.detach(start)
+    out.rest = "detached" if detached else "next_hook"
+
+
 def backstop(s: HookSetting, out: Outcome, path: Path, session: str) -> None:
-    """Bank every closed window of the transcript's tail the ledger lacks (by hash; a
-    window cut by the tail, by its last record's id)."""
-    entries, whole = read_entries(path, s.harness, TAIL_BYTES)
-    held, _ = _hashes(s.home, session)
-    hashes = {b.hash for b in held}
-    lasts = {b.last for b in held if b.last}
+    """Bank what the ledger lacks of every closed window of the transcript's tail (each
+    read whole, from its boundary)."""
+    with TranscriptFile(path, s.harness) as tf:
+        windows = tf.windows(tf.tail_start(TAIL_BYTES))
+    closed = [w for w in windows if w.closed and w.turns]
+    turns = [t for w in closed for t in w.turns]
     out.backstop = "backstop_covered"
-    for w in split_windows(entries, from_start=whole):
-        if not w.closed or not w.turns:
-            continue
-        if (w.last and w.last in lasts) or text_hash(render(w.turns), allow=s.allow) in hashes:
-            continue
-        report = _bank(s, out, session, w, "backstop", deadline=False)
-        if report is not None:
-            out.backstop = "backstop_banked"
-            _flush(s, out, session, report)
+    with session_lock(s.home, session, None):
+        cover = _cover(s, out, session, turns, closed)
+        at = 0
+        for w in closed:
+            n = len(w.turns)
+            todo = pieces(w.turns, cover[at : at + n], PART_CHARS)
+            at += n
+            _bank_pieces(s, out, session, todo, "backstop", deadline=False)
+    if out.banked:
+        out.backstop = "backstop_banked"
+        _flush_all(s, out, session)
 
 
 def session_start(s: HookSetting, data: bytes) -> Outcome:
@@ -343,27 +467,25 @@ def session_end(s: HookSetting, data: bytes) -> Outcome:
     path = _transcript(inp, out)
     if path is None:
         return out
-    entries, whole = read_entries(path, s.harness, PARSE_BYTES)
-    windows = split_windows(entries, from_start=whole)
-    held, readable = _hashes(s.home, out.session)
-    banked = frozenset(b.hash for b in held)
-
-    def hash_of(w: Window) -> str | None:
-        return text_hash(render(w.turns), allow=s.allow)
-
-    mode = coverage(windows, banked, hash_of) if readable else "full_fallback"
-    out.mode = mode
-    if mode == "skip_covered":
-        return out
-    if mode == "remainder":
-        window = windows[-1]
-    else:
-        turns = tuple(t for w in windows for t in w.turns)
-        window = Window(0, turns, closed=False, complete=whole)
-    source = "remainder" if mode == "remainder" else "full"
-    report = _bank(s, out, out.session, window, source, deadline=False)
+    with TranscriptFile(path, s.harness) as tf:
+        windows = tf.windows(0)
+    turns = tuple(t for w in windows for t in w.turns)
+    with session_lock(s.home, out.session, None):
+        cover = _cover(s, out, out.session, turns, [w for w in windows if w.closed])
+        last = len(windows[-1].turns) if not windows[-1].closed else 0
+        if all(cover) or not render([t for t, c in zip(turns, cover, strict=True) if not c]):
+            out.mode = "skip_covered"
+            return out
+        if all(cover[: len(turns) - last]):
+            out.mode = "remainder"
+            todo = pieces(turns[len(turns) - last :], cover[len(turns) - last :], PART_CHARS)
+        else:
+            out.mode = "full_fallback"
+            todo = pieces(turns, cover, PART_CHARS)
+        source = "remainder" if out.mode == "remainder" else "full"
+        _bank_pieces(s, out, out.session, todo, source, deadline=False)
     out.ms = int((time.monotonic() - s.started) * 1000)
-    _flush(s, out, out.session, report)
+    _flush_all(s, out, out.session)
     return out
 
 
@@ -395,8 +517,8 @@ def bank_transcript(
     """Bank the whole transcript at ``path`` as one segment (``source`` ingest): what
     ``tether transcripts ingest`` extracts. Never retired: the owner asked for it."""
     session = transcript_session(path, harness)
-    entries, whole = read_entries(path, harness, path.stat().st_size + 1)
-    turns = tuple(t for w in split_windows(entries, from_start=whole) for t in w.turns)
+    with TranscriptFile(path, harness) as tf:
+        turns = tuple(t for w in tf.windows(0) for t in w.turns)
     window = Window(0, turns, closed=False, complete=True)
     red = redact_text(render(turns), allow=allow)
     report = bank_redacted(

@@ -92,12 +92,14 @@ def _stdin() -> bytes:
         return b""
 
 
-def _detach(ctx: Context, harness: str, event: str, data: bytes) -> bool:
+def _detach(
+    ctx: Context, harness: str, event: str, data: bytes, flags: tuple[str, ...] = ("--wait",)
+) -> bool:
     """Run the hook in a detached child fed ``data``; False when it cannot be started."""
     args = [sys.executable, "-m", "tether.cli.main", "--home", str(ctx.home)]
     try:
         child = subprocess.Popen(
-            [*args, "hook", harness, event, "--wait"],
+            [*args, "hook", harness, event, *flags],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -112,15 +114,23 @@ def _detach(ctx: Context, harness: str, event: str, data: bytes) -> bool:
     return True
 
 
-def run_hook_command(ctx: Context, harness: str, event: str, *, wait: bool = True) -> None:
+def run_hook_command(
+    ctx: Context, harness: str, event: str, *, wait: bool = True, rest_from: int | None = None
+) -> None:
     started = time.monotonic()
     try:
         data = _stdin()
         if not wait and _detach(ctx, harness, event, data):
             return
+        from dataclasses import replace
+
         from tether.checkpoint.hooks import run_hook
 
-        out = run_hook(_setting(ctx, harness, started), event, data)
+        def rest(offset: int) -> bool:  # what PreCompact's deadline left: a child's
+            return _detach(ctx, harness, event, data, ("--rest-from", str(offset)))
+
+        setting = replace(_setting(ctx, harness, started), rest_from=rest_from, detach=rest)
+        out = run_hook(setting, event, data)
         if out.stdout:
             sys.stdout.buffer.write(out.stdout)
             sys.stdout.flush()
@@ -144,10 +154,17 @@ def claude_code_group() -> None:
 
 
 @claude_code_group.command("pre-compact")
+@click.option(
+    "--rest-from",
+    type=click.IntRange(min=0),
+    metavar="OFFSET",
+    help="Bank what is left of the window that begins at byte OFFSET, with no deadline "
+    "(the hook's own detached child runs this).",
+)
 @pass_ctx
-def cc_pre_compact(ctx: Context) -> None:
+def cc_pre_compact(ctx: Context, rest_from: int | None) -> None:
     """Bank the window since the last compaction boundary, then schedule its harvest."""
-    run_hook_command(ctx, "claude-code", "pre-compact")
+    run_hook_command(ctx, "claude-code", "pre-compact", rest_from=rest_from)
 
 
 @claude_code_group.command("session-start")
