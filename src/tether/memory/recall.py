@@ -35,14 +35,14 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core import periods, query, ranking
+from tether.core import periods, query, ranking, timeline
 from tether.errors import BadInputError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
 from tether.memory.vectors import POOL as VECTOR_POOL
 from tether.memory.vectors import Vectors, vector_turns
 from tether.ports import Store, SweepStore
-from tether.records import Hit, SearchQuery
+from tether.records import Found, Hit, SearchQuery
 from tether.scan.allow import home_allow
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
@@ -61,6 +61,13 @@ SESSION_FUSION = "sessions"
 #: Leave the words that named a period ("two weeks ago") out of the search terms; month
 #: and weekday names stay (measured on LongMemEval: see benchmarks/RESULTS.md).
 STRIP_PERIOD = True
+#: Spread the hits of a question that asks for an order or a count over sessions
+#: (``timeline.spread``; measured in benchmarks/RESULTS.md, "Recall over a long life").
+SPREAD = False
+#: Answer a question that names only a period with that period's turns.
+PERIOD_LISTING = True
+#: Rows of a named period read for a question that names nothing else (``listing``).
+PERIOD_ROWS = 400
 
 
 class SessionHit(msgspec.Struct, frozen=True):
@@ -142,6 +149,44 @@ def _sync(store: Store, sweep: SweepStore | None, home: Path | None) -> None:
     sync_facts(store, sweep, allow=home_allow(home))
 
 
+def _period_turns(store: Store, period: periods.Period, k: int) -> list[ranking.Scored]:
+    """The first ``k`` turns written in ``period``, oldest first (score 0; the row shown
+    is the owner's words where the turn has them)."""
+    turns: dict[tuple[str, int], list[Found]] = {}
+    for row in store.between(period.start, period.end, PERIOD_ROWS):
+        if row.session is None or row.turn is None or row.turn < 1:
+            continue
+        key = (row.session, row.turn)
+        if key in turns or len(turns) < k:
+            turns.setdefault(key, []).append(row)
+    out = []
+    for key, rows in turns.items():
+        best = next((r for r in rows if r.field == "user"), rows[0])
+        out.append(ranking.Scored(key=key, score=0.0, best=best, rows=tuple(rows)))
+    return out
+
+
+def _in_time(
+    store: Store,
+    turns: list[ranking.Scored],
+    asked: timeline.Intent,
+    k: int,
+    until: datetime | None,
+) -> list[ranking.Scored]:
+    """``turns`` as time has them: none written after ``until``; a question that names
+    only a period answered by that period's turns first; a question that asks for an
+    order or a count spread over sessions."""
+    if until is not None:
+        turns = [t for t in turns if t.best.time < until]
+    if PERIOD_LISTING and asked.listing and asked.period is not None:
+        first = _period_turns(store, asked.period, k)
+        keys = {t.key for t in first}
+        turns = first + [t for t in turns if t.key not in keys]
+    if SPREAD and asked.spread:
+        turns = timeline.spread(turns, lambda t: t.key[0] if isinstance(t.key, tuple) else None)
+    return turns
+
+
 def _hit(scored: ranking.Scored) -> Hit:
     best = scored.best
     return Hit(
@@ -167,6 +212,8 @@ def recall(
     sweep: SweepStore | None = None,
     only: Callable[[], Sequence[str]] | None = None,
     vectors: Vectors | None = None,
+    until: datetime | None = None,
+    in_time_order: bool = False,
 ) -> list[Hit]:
     """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
@@ -176,6 +223,13 @@ def recall(
     entries are brought in step with its memory.md first; the fact rows are brought in
     step with ``sweep``'s active facts (none without it). ``only``: called after that
     sync, the refs the search is kept to (a remote MCP client's world pages and facts).
+    ``until``: leave out what was written at or after it (recall as it stood: ``--as-of``).
+    ``in_time_order``: the same hits, oldest first (``--timeline``).
+
+    Time in the question (``core.timeline.intent``): a period it names lifts what was
+    written in it; a question naming only a period ("what did we talk about on May 30")
+    gets that period's turns; one asking for an order or a count gets hits spread over
+    sessions (``timeline.spread``).
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
@@ -186,7 +240,11 @@ def recall(
     near = _fused(vectors, text, q, only=refs)
     if near is not None:
         turns = ranking.blend(turns, near)
+    if q is not None:
+        turns = _in_time(store, turns, timeline.intent(text, time), k, until)
     hits = [_hit(t) for t in turns[:k]]
+    if in_time_order:
+        hits = timeline.chronological(hits, lambda h: h.time, lambda h: h.ref)
     store.record_recalls([h.ref for h in hits], time)
     return hits
 

@@ -107,6 +107,7 @@ def recall(s: UiServices, request: Request) -> View:
     from tether.memory.recall import recall as run_recall
 
     query = request.query_params.get("q", "").strip()
+    in_time = request.query_params.get("order") == "time"
     hits: list[dict[str, Any]] = []
     errors: list[tuple[str, str]] = []
     fused = False
@@ -118,7 +119,14 @@ def recall(s: UiServices, request: Request) -> View:
                 fused = vectors.refresh().complete  # rows indexed since may lack vectors
             with sweep_of(s) as sweep:
                 found = run_recall(
-                    store, query, 50, time=s.now(), home=s.home, sweep=sweep, vectors=vectors
+                    store,
+                    query,
+                    50,
+                    time=s.now(),
+                    home=s.home,
+                    sweep=sweep,
+                    vectors=vectors,
+                    in_time_order=in_time,
                 )
         for h in found:
             label, href = _source(h.ref, h.session, h.turn)
@@ -127,12 +135,19 @@ def recall(s: UiServices, request: Request) -> View:
                     "kind": h.kind,
                     "tag": h.tag,
                     "score": round(h.score, 2),
+                    "date": "" if h.time is None else stamp(h.time)[:10],
                     "text": h.text,
                     "source": label,
                     "href": href,
                 }
             )
-    return "recall.html", {"q": query, "hits": hits, "errors": errors, "fused": fused}
+    return "recall.html", {
+        "q": query,
+        "hits": hits,
+        "errors": errors,
+        "fused": fused,
+        "in_time": in_time,
+    }
 
 
 def memory(s: UiServices, _request: Request) -> View:
