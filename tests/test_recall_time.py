@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon_helpers import tether
-from tether.core import timeline
+from tether.core import standing, timeline
 from tether.core.periods import find_period
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall
@@ -201,3 +201,76 @@ def test_chronological_is_oldest_first_and_undated_last(times: list[datetime | N
     dated = [t[1] for t in out if t[1] is not None]
     assert dated == sorted(dated)
     assert out[len(dated) :] == [t for t in tagged if t[1] is None]
+
+
+# -- standing instructions ----------------------------------------------------------------
+
+
+def _home_with(home: Path, lines: list[tuple[str, str, str]]) -> SqliteStore:
+    src = home.parent / "said.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"session": sid, "role": "user", "text": said, "time": when}) + "\n"
+            for sid, said, when in lines
+        ),
+        encoding="utf-8",
+    )
+    import_jsonl(home, src, now=NOW, store=lambda: closing(SqliteStore(home / "tether.db")))
+    return SqliteStore(home / "tether.db")
+
+
+def test_a_request_finds_the_instruction_it_depends_on(home: Path) -> None:
+    said = [
+        ("rule", "From now on, give me distances in metric units, never miles.", "2026-02-01"),
+        *((f"trip{n}", f"The drive to Boston took {n} hours by car", f"2026-03-{n:02d}")
+          for n in range(1, 13)),
+        ("later", "I moved the rule to the fridge door", "2026-06-01"),
+    ]  # fmt: skip
+    with closing(_home_with(home, [(s, t, w + "T10:00:00Z") for s, t, w in said])) as store:
+        asked = recall(store, "How far is Boston from New York by car?", 5, time=NOW)
+        assert [h.session for h in asked][-1] == "rule"  # the last place, words first
+        assert {h.session for h in asked[:4]} <= {f"trip{n}" for n in range(1, 13)}
+        # a question that asks for nothing gets only what its words find
+        told = recall(store, "When did I drive to Boston by car?", 5, time=NOW)
+        assert "rule" not in {h.session for h in told}
+        # nor does a request asked before the instruction was given
+        early = datetime(2026, 1, 15, tzinfo=UTC)
+        before = recall(store, "How far is Boston from New York by car?", 5, time=early)
+        assert "rule" not in {h.session for h in before}
+
+
+@pytest.mark.parametrize(
+    ("text", "standing_"),
+    [
+        ("From now on, answer in French.", True),
+        ("Please always show prices in euros.", True),
+        ("I prefer short replies.", True),
+        ("Keep in mind that my knee is injured.", True),
+        ("I always forget my keys.", False),
+        ("The ferry never came.", False),
+    ],
+)
+def test_what_states_a_standing_instruction(text: str, standing_: bool) -> None:
+    assert standing.is_standing(text) is standing_
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("Can you suggest a hotel in Miami?", True),
+        ("Write me a function that sorts lines.", True),
+        ("How far is it to Lyon?", True),
+        ("What should I cook tonight?", True),
+        ("Where did I park the car?", False),
+        ("How many plants did I buy?", False),
+    ],
+)
+def test_what_is_a_request(text: str, asks: bool) -> None:
+    assert standing.is_request(text) is asks
+
+
+@given(st.text(), st.text())
+def test_the_standing_checks_take_any_text(question: str, text: str) -> None:
+    standing.is_standing(text)
+    standing.is_request(question)
+    assert standing.shared_stems(question, text) == standing.shared_stems(text, question)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core import periods, query, ranking, timeline
+from tether.core import periods, query, ranking, standing, timeline
 from tether.errors import BadInputError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
@@ -66,6 +66,11 @@ STRIP_PERIOD = True
 SPREAD = False
 #: Answer a question that names only a period with that period's turns.
 PERIOD_LISTING = True
+#: Last places of a request's hits given to the owner's standing instructions and
+#: preferences its words did not find (``core.standing``; 0: none).
+STANDING_SLOTS = 2
+#: Rows holding standing markers read for them (best bm25 first: the rarer markers).
+STANDING_POOL = 300
 #: Rows of a named period read for a question that names nothing else (``listing``).
 PERIOD_ROWS = 400
 
@@ -187,6 +192,41 @@ def _in_time(
     return turns
 
 
+def _with_standing(
+    store: Store,
+    text: str,
+    turns: list[ranking.Scored],
+    k: int,
+    before: datetime,
+) -> list[ranking.Scored]:
+    """``turns``' first ``k``, the last ``STANDING_SLOTS`` of them given to the owner's
+    standing statements written before ``before`` that are not among them, when ``text``
+    is a request: those sharing most word stems with it first, then the newest."""
+    if not STANDING_SLOTS or not standing.is_request(text):
+        return turns[:k]
+    top = turns[:k]
+    shown = {t.key for t in top}
+    found: dict[tuple[str, int], Found] = {}
+    for row in store.search_terms(standing.search_terms(), STANDING_POOL, aside=0.0):
+        if (
+            row.field == "user"
+            and row.session is not None
+            and row.turn is not None
+            and row.time < before
+            and (row.session, row.turn) not in shown
+            and standing.is_standing(row.text)
+        ):
+            found.setdefault((row.session, row.turn), row)
+    if not found:
+        return top
+    ranked = sorted(
+        found.items(),
+        key=lambda kr: (-standing.shared_stems(text, kr[1].text), -kr[1].time.timestamp()),
+    )[:STANDING_SLOTS]
+    extra = [ranking.Scored(key=key, score=0.0, best=row, rows=(row,)) for key, row in ranked]
+    return top[: k - len(extra)] + extra
+
+
 def _hit(scored: ranking.Scored) -> Hit:
     best = scored.best
     return Hit(
@@ -242,6 +282,7 @@ def recall(
         turns = ranking.blend(turns, near)
     if q is not None:
         turns = _in_time(store, turns, timeline.intent(text, time), k, until)
+        turns = _with_standing(store, text, turns, k, time if until is None else until)
     hits = [_hit(t) for t in turns[:k]]
     if in_time_order:
         hits = timeline.chronological(hits, lambda h: h.time, lambda h: h.ref)
