@@ -510,10 +510,38 @@ def bm25_rank(
 
 
 class AsOf:
-    """Whether recall leaves out what was written after the question's date (set before
-    the workers fork)."""
+    """Whether recall leaves out what was written after the question's date, and whether
+    it is also asked with vectors fused (set before the workers fork)."""
 
     on = True
+    vectors = False
+
+
+def fused_shares(
+    store: SqliteStore, home: Path, h: History, key_of: dict[tuple[str, int], str]
+) -> dict[str, float]:
+    """Each question's evidence recall@10 with vectors fused (``--vectors``): the home's rows
+    embedded first (``reindex --vectors``'s loop; kept in the home, so a ``--keep`` run
+    embeds once)."""
+    from tether.llm import embedder
+    from tether.memory.vectors import Vectors, embed_missing
+    from tether.stores.sqlite_vectors import SqliteVectors
+
+    out: dict[str, float] = {}
+    with closing(SqliteVectors(home / "tether.db")) as index:
+        vectors = Vectors(embedder.load(threads=1), index)
+        embed_missing(vectors, batch=512)
+        vectors.refresh()
+        for a in h.asks:
+            until = a.day_end if AsOf.on else None
+            hits = recall(store, a.question, K, time=a.now, until=until, vectors=vectors)
+            ranking = [
+                key_of.get((hit.session, hit.turn), hit.ref)
+                for hit in hits
+                if hit.session is not None and hit.turn is not None
+            ]
+            out[a.qid] = share(ranking, a.evidence)
+    return out
 
 
 @dataclass
@@ -525,6 +553,7 @@ class Result:
     tether: float = 0.0
     bm25: float = 0.0
     bm25_as_of: float = 0.0
+    fused: float | None = None
     ceiling: float = 0.0
     ms: float = 0.0
     hits: list[str] = field(default_factory=list)
@@ -569,6 +598,12 @@ def run_history(job: tuple[History, Path]) -> tuple[list[Result], dict[str, Any]
                     hits=ranking,
                 )
             )
+        if AsOf.vectors:
+            t0 = time.perf_counter()
+            fused = fused_shares(store, home, h, key_of)
+            for r in results:
+                r.fused = fused[r.qid]
+            embed_s = time.perf_counter() - t0
     info = {
         "figure": "history",
         "history": h.number,
@@ -578,6 +613,8 @@ def run_history(job: tuple[History, Path]) -> tuple[list[Result], dict[str, Any]
         "questions": len(h.asks),
         "build_s": round(built_s, 1),
     }
+    if AsOf.vectors:
+        info["embed_and_fused_s"] = round(embed_s, 1)
     return results, info
 
 
@@ -616,6 +653,9 @@ def summarise(
                     "ceiling": round(figures["ceiling"], 4),
                 }
             )
+            if group and all(r.fused is not None for r in group):
+                fused = mean(mean(r.fused or 0.0 for r in g) for g in kinds)
+                out[-1]["fused"] = round(fused, 4)
     return out
 
 
@@ -625,9 +665,10 @@ def table(records: Sequence[dict[str, Any]]) -> None:
         if r["half"] != half:
             half = r["half"]
             print(f"\n{half} half: tether / bm25 / bm25 as of (ceiling)", file=sys.stderr)
+        fused = f"  fused {r['fused']:.3f}" if "fused" in r else ""
         print(
             f"{r['kind']:<17} {r['questions']:>4}  {r['value']:.3f} / {r['baseline']:.3f}"
-            f" / {r['baseline_as_of']:.3f}  ({r['ceiling']:.2f})",
+            f" / {r['baseline_as_of']:.3f}  ({r['ceiling']:.2f}){fused}",
             file=sys.stderr,
         )
 
@@ -649,6 +690,11 @@ def main() -> None:
         help="tuning: override a constant (e.g. recall.SPREAD=False, timeline.SESSION_CAP=3)",
     )
     parser.add_argument(
+        "--vectors",
+        action="store_true",
+        help="also recall with vectors fused (tether[vectors]; embeds each home once)",
+    )
+    parser.add_argument(
         "--no-as-of",
         action="store_true",
         help="let recall see what was written after the question's date",
@@ -657,6 +703,7 @@ def main() -> None:
     for setting in args.set:
         override(setting)
     AsOf.on = not args.no_as_of
+    AsOf.vectors = args.vectors
     try:
         import bm25s  # noqa: F401
     except ImportError:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from daemon_helpers import tether
 from tether.core import standing, timeline
 from tether.core.periods import find_period
+from tether.errors import BadInputError
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall
 from tether.stores.sqlite import SqliteStore
@@ -274,3 +275,19 @@ def test_the_standing_checks_take_any_text(question: str, text: str) -> None:
     standing.is_standing(text)
     standing.is_request(question)
     assert standing.shared_stems(question, text) == standing.shared_stems(text, question)
+
+
+def test_the_mcp_recall_tool_gives_times_and_lists_in_time_order(
+    dated: Path, store: SqliteStore
+) -> None:
+    from tether.mcp.service import Caller, Memory
+
+    memory = Memory(dated, store, None, result_tokens=4000, now=lambda: NOW)
+    local = Caller("local", trusted=True)
+    ranked = json.loads(memory.recall(local, "bicycle neighbour", 5, "turns"))["hits"]
+    timed = json.loads(memory.recall(local, "bicycle neighbour", 5, "turns", order="time"))
+    assert [h["id"] for h in timed["hits"]] == ["turn:a1:1", "turn:b2:1", "turn:c3:1"]
+    assert timed["hits"][1]["time"] == "2026-05-10T09:00:00Z"
+    assert ranked[0]["id"] == "turn:c3:1"
+    with pytest.raises(BadInputError, match="level turns"):
+        memory.recall(local, "bicycle", 5, "sessions", order="time")

@@ -110,13 +110,19 @@ class Memory:
 
     # -- recall ------------------------------------------------------------------------
 
-    def recall(self, caller: Caller, query: str, k: int, level: Level) -> str:
+    def recall(
+        self, caller: Caller, query: str, k: int, level: Level, *, order: str = "rank"
+    ) -> str:
         if len(query) > MAX_QUERY_CHARS:
             raise BadInputError(f"query is at most {MAX_QUERY_CHARS} characters (got {len(query)})")
         if not 1 <= k <= MAX_K:
             raise BadInputError(f"k is 1 to {MAX_K} (got {k})")
         time = self.now()
+        if order not in ("rank", "time"):
+            raise BadInputError(f"order is rank or time (got {order!r})")
         if level == "sessions":
+            if order == "time":
+                raise BadInputError("order time lists turns: use it with level turns")
             if caller.lane == "remote":
                 raise mcp.FenceError(caller.lane, "level sessions", "a search of transcripts")
             found = recall_sessions(self.store, query, k, time=time, vectors=self.vectors)
@@ -132,6 +138,7 @@ class Memory:
                 sweep=self.sweep,
                 only=only,
                 vectors=self.vectors,
+                in_time_order=order == "time",
             )
             compact = [self._compact(h) for h in hits]
         kept, left_out = mcp.pack(compact, self.result_tokens)
