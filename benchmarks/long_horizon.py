@@ -58,10 +58,16 @@ message and its replies), over the whole history; ``bm25_as_of`` (``baseline_as_
 the same ranking less the turns of sessions dated after the question's day (the top 10
 filled from further down), so the cut's share of the gain shows.
 
+``--vectors`` (the extra tether[vectors]): every home is also embedded (``reindex
+--vectors``'s loop, MiniLM on one thread a worker: ~5 min a 1M-token history on the
+shared cores, kept in the home) and each question asked again with vectors fused; the
+records then carry ``fused``.
+
 Homes are cached under ``--keep DIR`` (reused when the history's fingerprint matches).
 
     PYTHONPATH=src:. python benchmarks/long_horizon.py [--histories N] [--jobs 2]
-        [--only tune|report] [--keep DIR] [--tokens N] [--misses]
+        [--only tune|report] [--keep DIR] [--tokens N] [--misses] [--vectors] [--no-as-of]
+        [--set MODULE.NAME=VALUE]
 
 Output: one JSON line per figure (half, kind) on stdout, a table on stderr.
 """

@@ -71,6 +71,9 @@ PERIOD_LISTING = True
 STANDING_SLOTS = 2
 #: Rows holding standing markers read for them (best bm25 first: the rarer markers).
 STANDING_POOL = 300
+#: A marker matching more rows than this is left out of that search: ranking its whole
+#: posting list would cost more than the rest of the recall ("always" in a big home).
+STANDING_BUDGET = 5000
 #: Rows of a named period read for a question that names nothing else (``listing``).
 PERIOD_ROWS = 400
 
@@ -207,7 +210,12 @@ def _with_standing(
     top = turns[:k]
     shown = {t.key for t in top}
     found: dict[tuple[str, int], Found] = {}
-    for row in store.search_terms(standing.search_terms(), STANDING_POOL, aside=0.0):
+    markers = standing.search_terms()
+    counts = store.count_matches([SearchQuery((t,)) for t in markers.terms], STANDING_BUDGET + 1)
+    kept = tuple(t for t, n in zip(markers.terms, counts, strict=True) if 0 < n <= STANDING_BUDGET)
+    if not kept:
+        return top
+    for row in store.search_terms(SearchQuery(kept), STANDING_POOL, aside=0.0):
         if (
             row.field == "user"
             and row.session is not None
