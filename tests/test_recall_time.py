@@ -121,6 +121,9 @@ def test_until_keeps_recall_to_what_was_written_before(store: SqliteStore) -> No
     until = datetime(2026, 5, 1, tzinfo=UTC)
     hits = recall(store, "bicycle", 5, time=until, until=until)
     assert [h.session for h in hits] == ["a1"]
+    # a day named after ``until`` lists nothing of it
+    day = recall(store, "what did we talk about on May 10, 2026", 5, time=until, until=until)
+    assert day == []
 
 
 # -- the pure parts ---------------------------------------------------------------------
@@ -153,6 +156,13 @@ def test_a_day_without_a_year_is_the_latest_not_after_today(
     day = p.start.date()
     assert (day.month, day.day) == (month, number)
     assert day <= now.date() < date(day.year + 1, month, number)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(), nows)
+def test_intent_takes_any_text(text: str, now: datetime) -> None:
+    asked = timeline.intent(text, now)
+    assert not asked.listing or asked.period is not None
 
 
 @pytest.mark.parametrize(

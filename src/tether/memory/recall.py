@@ -184,12 +184,12 @@ def _in_time(
     """``turns`` as time has them: none written after ``until``; a question that names
     only a period answered by that period's turns first; a question that asks for an
     order or a count spread over sessions."""
-    if until is not None:
-        turns = [t for t in turns if t.best.time < until]
     if PERIOD_LISTING and asked.listing and asked.period is not None:
         first = _period_turns(store, asked.period, k)
         keys = {t.key for t in first}
         turns = first + [t for t in turns if t.key not in keys]
+    if until is not None:  # after the listing: a day named may lie after ``until``
+        turns = [t for t in turns if t.best.time < until]
     if SPREAD and asked.spread:
         turns = timeline.spread(turns, lambda t: t.key[0] if isinstance(t.key, tuple) else None)
     return turns
