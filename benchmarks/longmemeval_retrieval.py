@@ -535,9 +535,12 @@ def override(setting: str) -> None:
     name, _, value = setting.partition("=")
     module, _, attr = name.rpartition(".")
     where = {"ranking": "tether.core.ranking", "recall": "tether.memory.recall"}
+    where |= {"periods": "tether.core.periods", "timeline": "tether.core.timeline"}
     target = importlib.import_module(where.get(module, f"tether.memory.{module}"))
     old = getattr(target, attr)
-    setattr(target, attr, type(old)(value))
+    if isinstance(old, bool) and value not in ("True", "False"):
+        raise SystemExit(f"--set {setting}: True or False")
+    setattr(target, attr, value == "True" if isinstance(old, bool) else type(old)(value))
 
 
 def main() -> None:

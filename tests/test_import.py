@@ -303,8 +303,11 @@ def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
         "text": "We booked the Lantern restaurant in Lisbon",
         "tag": "memory",
         "score": hits[0]["score"],
+        "time": "2024-03-02T09:00:00Z",
+        "date": "2024-03-02",
     }
-    assert all(set(h) == {"kind", "session", "turn", "text", "tag", "score"} for h in hits)
+    keys = {"kind", "session", "turn", "text", "tag", "score", "time", "date"}
+    assert all(set(h) == keys for h in hits)
     assert isinstance(hits[0]["score"], float)
     assert hits[0]["score"] > 0
 
@@ -335,7 +338,16 @@ def test_cli_import_then_recall_json(home: Path, tmp_path: Path) -> None:
     [cat] = json.loads(by_session.stdout)
     assert (cat["session"], [t["turn"] for t in cat["turns"]]) == ("cat", [1, 2])
     assert cat["score"] > 0
-    assert set(cat["turns"][0]) == {"kind", "session", "turn", "text", "tag", "score"}
+    assert set(cat["turns"][0]) == {
+        "kind",
+        "session",
+        "turn",
+        "text",
+        "tag",
+        "score",
+        "time",
+        "date",
+    }
     human = tether(home, "memory", "recall", "Lantern restaurant", "--sessions", "-k", "1")
     assert human.returncode == 0, human.stderr
     [row] = human.stdout.splitlines()

@@ -393,3 +393,25 @@ def test_a_version_1_store_upgrades_and_keeps_its_index(db_path: Path) -> None:
         only_owner = store.search_terms(words("kayak"), 5, aside=0.0)
         assert [f.turn for f in only_owner] == [1, 2]
         assert only_owner[1].score == 0.0
+
+
+def test_between_reads_a_periods_turn_rows_oldest_first(store: Store) -> None:
+    store.index_log_rows(
+        [
+            row("s1", 1, "the first one"),
+            row("s1", 1, "a reply", field="assistant"),
+            row("s1", 2, "a call", field="tool_call"),
+            row("s1", 3, "the third one"),
+            row("s1", 9, "much later"),
+        ],
+        cursor(turn=9),
+    )
+    found = store.between(T0 + timedelta(seconds=1), T0 + timedelta(seconds=4), 10)
+    # tool calls are not what was said; turn 9 (written at +9 s) is after the period
+    assert [(f.turn, f.field, f.text, f.score) for f in found] == [
+        (1, "user", "the first one", 0.0),
+        (1, "assistant", "a reply", 0.0),
+        (3, "user", "the third one", 0.0),
+    ]
+    assert all(f.ref == f"turn:s1:{f.turn}" for f in found)
+    assert len(store.between(T0, T0 + timedelta(days=1), 2)) == 2

@@ -5,6 +5,7 @@ spent token; another origin; another Host), the views answering, and the socket 
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -296,3 +297,24 @@ def test_the_benchmark_builds_the_session_it_claims(tmp_path: Path) -> None:
     s = Session.open(home, "long")
     assert s.turns() == 101
     assert s.epochs == [0, 1]
+
+
+def test_recall_shows_each_hits_day_and_lists_them_in_time_order(served: Served) -> None:
+    from ui_helpers import T0
+
+    client = logged_in(served)
+    try:
+        ranked = client.get("/recall?q=kumquat").text
+        day = T0.strftime("%Y-%m-%d")
+        assert f'<td class="date">{day}</td>' in ranked
+        in_time = client.get("/recall?q=kumquat&order=time").text
+        assert 'name="order" value="time" checked' in in_time
+
+        def turns(page: str) -> list[int]:
+            return [int(n) for n in re.findall(r'href="/sessions/work/turns/(\d+)"', page)]
+
+        # the work session's turns were written one a minute: in time order they ascend
+        assert sorted(turns(ranked)) == turns(in_time)
+        assert len(turns(in_time)) > 1
+    finally:
+        client.close()

@@ -216,6 +216,11 @@ class Store(Protocol):
         only among the rows of the refs ``only``, when given). No ranking work: what
         recall uses when every word of a query is very common."""
 
+    def between(self, start: datetime, end: datetime, k: int) -> list[Found]:
+        """The first ``k`` session-log rows (the owner's words and the replies) written in
+        ``[start, end)``, oldest first, unscored (score 0): what recall answers "what did
+        we talk about on May 30" with, when no word of the question finds it."""
+
     def row_count(self) -> int:
         """Rows in the full-text index (log rows, notes, pages): what term weights need."""
 

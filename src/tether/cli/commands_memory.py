@@ -3,8 +3,12 @@ owner's view and edits (``show``, ``journal``, ``add``, ``remove``, ``note``, ``
 
 ``memory recall`` runs the same search as the agent's ``recall`` tool, after an
 incremental index pass so turns written since the last pass are found too. Its ``--json``
-output is a contract: a list of ``{"kind", "session", "turn", "text", "tag", "score"}``;
-with ``--sessions``, a list of ``{"session", "score", "turns": [hit, ...]}``.
+output is a contract: a list of ``{"kind", "session", "turn", "text", "tag", "score",
+"time", "date"}`` (``time``: when what was found was written, UTC to the second;
+``date``: its day; both null where the search does not say); with ``--sessions``, a list
+of ``{"session", "score", "turns": [hit, ...]}``. ``--timeline`` prints the same hits
+oldest first; ``--as-of DATE`` recalls as memory stood at the end of DATE (what was
+written later is left out, and "last week" is the week before DATE).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -63,10 +67,37 @@ def hit_json(hit: Hit, link: str | None = None) -> dict[str, Any]:
         "text": hit.text,
         "tag": hit.tag,
         "score": round(hit.score, 4),
+        "time": None if hit.time is None else utc_stamp(hit.time),
+        "date": None if hit.time is None else hit_date(hit),
     }
     if link is not None:
         doc["link"] = link
     return doc
+
+
+def hit_date(hit: Hit) -> str:
+    """The UTC day a hit was written, ``2026-11-01`` (blank when the search does not say)."""
+    return "" if hit.time is None else hit.time.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def as_of(text: str | None) -> tuple[datetime, datetime | None]:
+    """(now, until) for ``--as-of``: a day (``2026-11-01``: now is its last moment, until
+    the next midnight, UTC) or a time (ISO 8601; without a zone, UTC); the clock and no
+    limit without it. A bad value: BadInputError naming the option."""
+    if text is None:
+        return datetime.now(UTC), None
+    try:
+        if len(text) == 10:
+            day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+            until = day + timedelta(days=1)
+            return until - timedelta(microseconds=1), until
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInputError(
+            f"--as-of: {text!r} is not a date (2026-11-01) or a time (2026-11-01T12:00:00Z)"
+        ) from None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return moment, moment
 
 
 def session_json(found: SessionHit) -> dict[str, Any]:
@@ -108,22 +139,51 @@ def _one_line(text: str, width: int = TEXT_CHARS) -> str:
     is_flag=True,
     help="Rank whole conversations: the K sessions that best answer QUERY.",
 )
+@click.option("--timeline", is_flag=True, help="Show the hits found in time order, oldest first.")
+@click.option(
+    "--as-of",
+    "as_of_text",
+    metavar="DATE",
+    help="Recall as memory stood at the end of DATE (2026-11-01, or an ISO time): later"
+    ' writing left out, "last week" read from DATE.',
+)
 @pass_ctx
-def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool) -> None:
+def recall_cmd(
+    ctx: Context,
+    *,
+    query: str,
+    k: int,
+    as_json: bool,
+    by_session: bool,
+    timeline: bool,
+    as_of_text: str | None,
+) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
     from tether.checkpoint.recallable import Links
     from tether.memory.recall import recall, recall_sessions
 
     home = ctx.home
+    now, until = as_of(as_of_text)
+    if by_session and (timeline or until is not None):
+        raise BadInputError("--sessions ranks conversations: use it without --timeline, --as-of")
     with _recall_store(ctx) as store, _vectors(ctx) as vectors:
         _catch_up_banked(ctx, best_effort=True)
         report = _catch_up(home, store)
-        now = datetime.now(UTC)
         if by_session:
             sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
         else:
             with _sweep_reader(ctx) as sweep:
-                hits = recall(store, query, k, time=now, home=home, sweep=sweep, vectors=vectors)
+                hits = recall(
+                    store,
+                    query,
+                    k,
+                    time=now,
+                    home=home,
+                    sweep=sweep,
+                    vectors=vectors,
+                    until=until,
+                    in_time_order=timeline,
+                )
     warn_unindexed(report.errors, report.damaged)
     if by_session:
         _print_sessions(sessions, as_json)
@@ -139,7 +199,7 @@ def recall_cmd(ctx: Context, query: str, k: int, as_json: bool, by_session: bool
     wheres = [f"{h.session}#{h.turn}" if h.session is not None else h.ref for h in hits]
     width = max(24, *(len(w) for w in wheres))  # imported ids (cc-<uuid>) run long
     for h, where, link in zip(hits, wheres, segments, strict=True):
-        line = f"{h.tag:<14} {where:<{width}} {h.score:7.2f}  {_one_line(h.text)}"
+        line = f"{h.tag:<14} {where:<{width}} {hit_date(h):<10} {h.score:7.2f}  {_one_line(h.text)}"
         click.echo(f"{line}  {link}" if link else line)
 
 

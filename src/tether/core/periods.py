@@ -16,7 +16,13 @@ What is understood (English, case-insensitive; the first expression found wins):
 - ``last|on <weekday>``: the latest such day before today ("last Tuesday" asked on a
   Tuesday is a week ago);
 - ``in|during|last|since <Month> [year]``: that month (the latest one not after now), or
-  from its start until now for "since"; ``in <year>``; ``since the start of the year``.
+  from its start until now for "since"; ``in <year>``; ``since the start of the year``;
+- a day: ``on May 30[, 2023]``, ``on the 30th of May [2023]``, ``2023-05-30``,
+  ``2023/05/30`` (without a year: the latest such day not after today).
+
+"recently" and "lately" name no period: read as the last 30 days they cost a LongMemEval
+tuning question ("the streaming service I have been using lately" was named months
+before) and gained none (benchmarks/RESULTS.md, "Recall over a long life").
 
 A period only ever re-orders what the words of the question found (``core.ranking``):
 people misremember dates and talk about events days after they happened.
@@ -116,6 +122,12 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("weekday", rf"\b(?:last|on|this\s+past)\s+{_WEEKDAY}"),
         ("month", rf"\b(?:in|during|last)\s+{_MONTH}(?:\s+(\d{{4}}))?"),
         ("year", r"\b(?:in|during)\s+((?:19|20)\d\d)\b"),
+        ("date_iso", r"\b((?:19|20)\d\d)[-/](\d{1,2})[-/](\d{1,2})\b"),
+        ("date_md", rf"\bon\s+{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}}))?"),
+        (
+            "date_dm",
+            rf"\bon\s+(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+(\d{{4}}))?",
+        ),
         ("today", r"(?<!before )(?<!until )(?<!till )\btoday\b"),
     )
 )
@@ -258,6 +270,20 @@ def _period(kind: str, m: re.Match[str], today: date, now: datetime) -> Period |
     if kind == "year":
         year = int(m.group(1))
         return _days(date(year, 1, 1), date(year, 12, 31), now, text)
+    if kind == "date_iso":
+        day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        return _days(day, day, now, text)
+    if kind in ("date_md", "date_dm"):
+        month_at, day_at = (1, 2) if kind == "date_md" else (2, 1)
+        month = _MONTHS[m.group(month_at).lower()]
+        number = int(m.group(day_at))
+        if m.group(3):
+            day = date(int(m.group(3)), month, number)
+        else:  # the latest such day not after today
+            day = date(today.year, month, number)
+            if day > today:
+                day = date(today.year - 1, month, number)
+        return _days(day, day, now, text)
     raise AssertionError(kind)
 
 

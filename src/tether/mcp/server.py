@@ -59,6 +59,10 @@ LevelArg = Annotated[
     Literal["sessions", "turns"],
     Field(description="turns: single turns, notes, pages and facts; sessions: conversations."),
 ]
+OrderArg = Annotated[
+    Literal["rank", "time"],
+    Field(description="rank: best first; time: the same hits oldest first (turns only)."),
+]
 LinkArg = Annotated[
     str, Field(description="A tether:// link from a recall hit.", max_length=MAX_LINK_CHARS)
 ]
@@ -135,9 +139,13 @@ class TetherMcp(MCPServer[Any]):
         memory = self.memory
 
         async def recall(
-            ctx: Context[Any, Any], query: Query, k: K = 8, level: LevelArg = "turns"
+            ctx: Context[Any, Any],
+            query: Query,
+            k: K = 8,
+            level: LevelArg = "turns",
+            order: OrderArg = "rank",
         ) -> str:
-            return _run(lambda: memory.recall(self.caller(ctx), query, k, level))
+            return _run(lambda: memory.recall(self.caller(ctx), query, k, level, order=order))
 
         async def read(ctx: Context[Any, Any], link: LinkArg) -> str:
             return _run(lambda: memory.read(self.caller(ctx), link))
@@ -152,9 +160,10 @@ class TetherMcp(MCPServer[Any]):
             recall,
             description=(
                 "Search the owner's memory. Returns JSON {hits: [{id, kind, time, link, "
-                "trust, text, session?, segment?}], left_out}: compact hits, best first, "
-                "whose text is the first line only, within the server's token budget; read "
-                "a hit's link (or its segment: the banked window) for the whole item."
+                "trust, text, session?, segment?}], left_out}: compact hits, best first "
+                "(order 'time': oldest first), each with the time it was written, whose text "
+                "is the first line only, within the server's token budget; read a hit's link "
+                "(or its segment: the banked window) for the whole item."
             ),
             structured_output=False,
         )

@@ -124,7 +124,9 @@ class Memory:
         if harness:
             index_home(self.home, self.store, only=harness)
 
-    def recall(self, caller: Caller, query: str, k: int, level: Level) -> str:
+    def recall(
+        self, caller: Caller, query: str, k: int, level: Level, *, order: str = "rank"
+    ) -> str:
         if len(query) > MAX_QUERY_CHARS:
             raise BadInputError(f"query is at most {MAX_QUERY_CHARS} characters (got {len(query)})")
         if not 1 <= k <= MAX_K:
@@ -132,8 +134,12 @@ class Memory:
         if caller.lane == "local":  # a remote caller searches world pages and facts only
             self._up_to_date()
         time = self.now()
+        if order not in ("rank", "time"):
+            raise BadInputError(f"order is rank or time (got {order!r})")
         links = Links(self.home)
         if level == "sessions":
+            if order == "time":
+                raise BadInputError("order time lists turns: use it with level turns")
             if caller.lane == "remote":
                 raise mcp.FenceError(caller.lane, "level sessions", "a search of transcripts")
             found = recall_sessions(self.store, query, k, time=time, vectors=self.vectors)
@@ -149,6 +155,7 @@ class Memory:
                 sweep=self.sweep,
                 only=only,
                 vectors=self.vectors,
+                in_time_order=order == "time",
             )
             compact = [self._compact(h, links) for h in hits]
         kept, left_out = mcp.pack(compact, self.result_tokens)

@@ -37,14 +37,14 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core import periods, query, ranking
+from tether.core import periods, query, ranking, standing, timeline
 from tether.errors import BadInputError, DiskFullError, StoreError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
 from tether.memory.vectors import POOL as VECTOR_POOL
 from tether.memory.vectors import Vectors, vector_turns
 from tether.ports import Store, SweepStore
-from tether.records import Hit, SearchQuery
+from tether.records import Found, Hit, SearchQuery
 from tether.scan.allow import home_allow
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
@@ -63,6 +63,21 @@ SESSION_FUSION = "sessions"
 #: Leave the words that named a period ("two weeks ago") out of the search terms; month
 #: and weekday names stay (measured on LongMemEval: see benchmarks/RESULTS.md).
 STRIP_PERIOD = True
+#: Spread the hits of a question that asks for an order or a count over sessions
+#: (``timeline.spread``; measured in benchmarks/RESULTS.md, "Recall over a long life").
+SPREAD = False
+#: Answer a question that names only a period with that period's turns.
+PERIOD_LISTING = True
+#: Last places of a request's hits given to the owner's standing instructions and
+#: preferences its words did not find (``core.standing``; 0: none).
+STANDING_SLOTS = 2
+#: Rows holding standing markers read for them (best bm25 first: the rarer markers).
+STANDING_POOL = 300
+#: A marker matching more rows than this is left out of that search: ranking its whole
+#: posting list would cost more than the rest of the recall ("always" in a big home).
+STANDING_BUDGET = 5000
+#: Rows of a named period read for a question that names nothing else (``listing``).
+PERIOD_ROWS = 400
 
 
 class SessionHit(msgspec.Struct, frozen=True):
@@ -158,6 +173,84 @@ def _sync(store: Store, sweep: SweepStore | None, home: Path | None) -> None:
     sync_facts(store, sweep, allow=home_allow(home))
 
 
+def _period_turns(store: Store, period: periods.Period, k: int) -> list[ranking.Scored]:
+    """The first ``k`` turns written in ``period``, oldest first (score 0; the row shown
+    is the owner's words where the turn has them)."""
+    turns: dict[tuple[str, int], list[Found]] = {}
+    for row in store.between(period.start, period.end, PERIOD_ROWS):
+        if row.session is None or row.turn is None or row.turn < 1:
+            continue
+        key = (row.session, row.turn)
+        if key in turns or len(turns) < k:
+            turns.setdefault(key, []).append(row)
+    out = []
+    for key, rows in turns.items():
+        best = next((r for r in rows if r.field == "user"), rows[0])
+        out.append(ranking.Scored(key=key, score=0.0, best=best, rows=tuple(rows)))
+    return out
+
+
+def _in_time(
+    store: Store,
+    turns: list[ranking.Scored],
+    asked: timeline.Intent,
+    k: int,
+    until: datetime | None,
+) -> list[ranking.Scored]:
+    """``turns`` as time has them: none written after ``until``; a question that names
+    only a period answered by that period's turns first; a question that asks for an
+    order or a count spread over sessions."""
+    if PERIOD_LISTING and asked.listing and asked.period is not None:
+        first = _period_turns(store, asked.period, k)
+        keys = {t.key for t in first}
+        turns = first + [t for t in turns if t.key not in keys]
+    if until is not None:  # after the listing: a day named may lie after ``until``
+        turns = [t for t in turns if t.best.time < until]
+    if SPREAD and asked.spread:
+        turns = timeline.spread(turns, lambda t: t.key[0] if isinstance(t.key, tuple) else None)
+    return turns
+
+
+def _with_standing(
+    store: Store,
+    text: str,
+    turns: list[ranking.Scored],
+    k: int,
+    before: datetime,
+) -> list[ranking.Scored]:
+    """``turns``' first ``k``, the last ``STANDING_SLOTS`` of them given to the owner's
+    standing statements written before ``before`` that are not among them, when ``text``
+    is a request: those sharing most word stems with it first, then the newest."""
+    if not STANDING_SLOTS or not standing.is_request(text):
+        return turns[:k]
+    top = turns[:k]
+    shown = {t.key for t in top}
+    found: dict[tuple[str, int], Found] = {}
+    markers = standing.search_terms()
+    counts = store.count_matches([SearchQuery((t,)) for t in markers.terms], STANDING_BUDGET + 1)
+    kept = tuple(t for t, n in zip(markers.terms, counts, strict=True) if 0 < n <= STANDING_BUDGET)
+    if not kept:
+        return top
+    for row in store.search_terms(SearchQuery(kept), STANDING_POOL, aside=0.0):
+        if (
+            row.field == "user"
+            and row.session is not None
+            and row.turn is not None
+            and row.time < before
+            and (row.session, row.turn) not in shown
+            and standing.is_standing(row.text)
+        ):
+            found.setdefault((row.session, row.turn), row)
+    if not found:
+        return top
+    ranked = sorted(
+        found.items(),
+        key=lambda kr: (-standing.shared_stems(text, kr[1].text), -kr[1].time.timestamp()),
+    )[:STANDING_SLOTS]
+    extra = [ranking.Scored(key=key, score=0.0, best=row, rows=(row,)) for key, row in ranked]
+    return top[: k - len(extra)] + extra
+
+
 def _hit(scored: ranking.Scored) -> Hit:
     best = scored.best
     return Hit(
@@ -183,6 +276,8 @@ def recall(
     sweep: SweepStore | None = None,
     only: Callable[[], Sequence[str]] | None = None,
     vectors: Vectors | None = None,
+    until: datetime | None = None,
+    in_time_order: bool = False,
 ) -> list[Hit]:
     """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
@@ -192,6 +287,13 @@ def recall(
     entries are brought in step with its memory.md first; the fact rows are brought in
     step with ``sweep``'s active facts (none without it). ``only``: called after that
     sync, the refs the search is kept to (a remote MCP client's world pages and facts).
+    ``until``: leave out what was written at or after it (recall as it stood: ``--as-of``).
+    ``in_time_order``: the same hits, oldest first (``--timeline``).
+
+    Time in the question (``core.timeline.intent``): a period it names lifts what was
+    written in it; a question naming only a period ("what did we talk about on May 30")
+    gets that period's turns; one asking for an order or a count gets hits spread over
+    sessions (``timeline.spread``).
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
@@ -203,7 +305,12 @@ def recall(
     near = _fused(vectors, text, q, only=refs)
     if near is not None:
         turns = ranking.blend(turns, near)
+    if q is not None:
+        turns = _in_time(store, turns, timeline.intent(text, time), k, until)
+        turns = _with_standing(store, text, turns, k, time if until is None else until)
     hits = [_hit(t) for t in turns[:k]]
+    if in_time_order:
+        hits = timeline.chronological(hits, lambda h: h.time, lambda h: h.ref)
     with _best_effort("counting the recall"):
         store.record_recalls([h.ref for h in hits], time)
     return hits

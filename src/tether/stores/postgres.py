@@ -405,6 +405,12 @@ class PostgresStore(PostgresDays):
             self._r("searching", lambda c: search.newest(c, query, k, within=within, only=only)),
         )
 
+    def between(self, start: datetime, end: datetime, k: int) -> list[Found]:
+        return cast(
+            "list[Found]",
+            self._r("reading a period's rows", lambda c: search.between(c, start, end, k)),
+        )
+
     def row_count(self) -> int:
         row = self._r(
             "counting indexed rows",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -196,6 +197,17 @@ def newest(
         f"SELECT {_COLUMNS}, 0.0 FROM doc AS d WHERE d.tsv @@ %s::tsquery AND d.id > %s{where}"
         " ORDER BY d.id DESC LIMIT %s",
         (match, floor, *extra, k),
+    ).fetchall()
+    return [_found(r) for r in rows]
+
+
+def between(c: psycopg.Connection[Any], start: datetime, end: datetime, k: int) -> list[Found]:
+    _positive(k)
+    rows = c.execute(
+        f"SELECT {_COLUMNS}, 0.0 FROM doc AS d WHERE d.kind = 'turn'"
+        " AND d.field IN ('user', 'assistant') AND d.time >= %s AND d.time < %s"
+        " ORDER BY d.time, d.id LIMIT %s",
+        ((start - EPOCH) // MICRO, (end - EPOCH) // MICRO, k),
     ).fetchall()
     return [_found(r) for r in rows]
 

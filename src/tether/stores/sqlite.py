@@ -385,6 +385,10 @@ class SqliteStore(SqliteDays, SqliteFile):
         with self._read("searching") as c:
             return fts.newest(c, query, k, within=within, only=only)
 
+    def between(self, start: datetime, end: datetime, k: int) -> list[Found]:
+        with self._read("reading a period's rows") as c:
+            return fts.between(c, start, end, k)
+
     def row_count(self) -> int:
         with self._read("counting indexed rows") as c:
             row = c.execute("SELECT value FROM stat WHERE name = 'doc_rows'").fetchone()

@@ -143,6 +143,18 @@ def newest(
     return [_found(r) for r in rows]
 
 
+def between(c: sqlite3.Connection, start: datetime, end: datetime, k: int) -> list[Found]:
+    """The first ``k`` log rows (user and assistant) written in ``[start, end)``."""
+    _positive(k)
+    rows = c.execute(
+        f"SELECT {_FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE d.kind = 'turn'"
+        " AND d.field IN ('user', 'assistant') AND d.time >= ? AND d.time < ?"
+        " ORDER BY d.time, d.id LIMIT ?",
+        ((start - EPOCH) // MICRO, (end - EPOCH) // MICRO, k),
+    ).fetchall()
+    return [_found(r) for r in rows]
+
+
 def count_matches(c: sqlite3.Connection, queries: Sequence[SearchQuery], cap: int) -> list[int]:
     """Rows each query matches, counting no further than ``cap``."""
     return [_count(c, sqlite_fts.expression(q), cap) for q in queries]

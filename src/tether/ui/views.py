@@ -110,6 +110,7 @@ def recall(s: UiServices, request: Request) -> View:
     from tether.scan.allow import home_allow
 
     query = request.query_params.get("q", "").strip()
+    in_time = request.query_params.get("order") == "time"
     hits: list[dict[str, Any]] = []
     errors: list[tuple[str, str]] = []
     fused = False
@@ -122,7 +123,14 @@ def recall(s: UiServices, request: Request) -> View:
                 fused = vectors.refresh().complete  # rows indexed since may lack vectors
             with sweep_of(s) as sweep:
                 found = run_recall(
-                    store, query, 50, time=s.now(), home=s.home, sweep=sweep, vectors=vectors
+                    store,
+                    query,
+                    50,
+                    time=s.now(),
+                    home=s.home,
+                    sweep=sweep,
+                    vectors=vectors,
+                    in_time_order=in_time,
                 )
         links = Links(s.home)
         for h in found:
@@ -132,13 +140,20 @@ def recall(s: UiServices, request: Request) -> View:
                     "kind": h.kind,
                     "tag": h.tag,
                     "score": round(h.score, 2),
+                    "date": "" if h.time is None else stamp(h.time)[:10],
                     "text": shown(h.text),
                     "source": label,
                     "href": href,
                     "segment": links.of(h.session, h.time),
                 }
             )
-    return "recall.html", {"q": query, "hits": hits, "errors": errors, "fused": fused}
+    return "recall.html", {
+        "q": query,
+        "hits": hits,
+        "errors": errors,
+        "fused": fused,
+        "in_time": in_time,
+    }
 
 
 def memory(s: UiServices, _request: Request) -> View:
