@@ -1,12 +1,14 @@
 """A sweep worker with only the store's URL and a model endpoint: days whose turns a home
 indexed into PostgreSQL, with no packet staged, are swept by the model pass in a worker
 process (the fake llama-server over HTTP), its stage in the store; a worker killed after
-marking the day ``invoked`` or after staging the page is taken over without a second
-model call."""
+marking the day ``invoked`` leaves it busy until the mark's lease runs out, then taken
+over with one model call; one killed after staging the page is taken over without a
+second model call."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,9 +58,9 @@ def home_day(tmp_path: Path, url: str, tenant: str) -> None:
         owners.ensure_default(sweep, NOW)
 
 
-def worker_config(tmp_path: Path, fake: FakeLlama) -> Path:
+def worker_config(tmp_path: Path, fake: FakeLlama, timeout_s: float = 5) -> Path:
     path = tmp_path / "worker.toml"
-    path.write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')
+    path.write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = {timeout_s}\n')
     return path
 
 
@@ -111,34 +113,47 @@ def test_a_worker_sweeps_unstaged_days_from_the_store_with_the_model(
         assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
 
 
-def killed_at(tmp_path: Path, pg_url: str, fake: FakeLlama, point: str) -> tuple[str, Path]:
+def killed_at(
+    tmp_path: Path, pg_url: str, fake: FakeLlama, point: str, timeout_s: float = 5
+) -> tuple[str, Path]:
     """A new owner with a day of turns in the store, the model's answers scripted, and a
     worker SIGKILLed at ``point`` sweeping it (its lease 1 s); the owner and the config."""
     tenant = pg_helpers.new_owner("k")
     home_day(tmp_path, pg_url, tenant)
     fake.script(excerpts())
     fake.script(page(CLUB))
-    config = worker_config(tmp_path, fake)
+    config = worker_config(tmp_path, fake, timeout_s)
     killed = worker(pg_url, config, NOW.isoformat(), "--lease", "1", crash=point)
     assert killed.returncode == -9, killed.stderr
     return tenant, config
 
 
-def test_a_worker_killed_after_invoked_is_taken_over_without_a_second_call(
+def test_a_worker_killed_after_invoked_is_busy_then_taken_over_after_the_lease(
     tmp_path: Path, db: str, fake: FakeLlama
 ) -> None:
     pg_url = db
-    tenant, config = killed_at(tmp_path, pg_url, fake, "sweep-after-invoked")
+    tenant, config = killed_at(tmp_path, pg_url, fake, "sweep-after-invoked", timeout_s=1)
     assert stage_state(pg_url, tenant) == ["invoked"]
     assert fake.requests == []
+    # Within the mark's lease (twice timeout_s + 2 s, on the server's clock) the day is
+    # held: busy, and the model is not asked.
     out = worker(pg_url, config, LATER)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["taken_over"] == 1
-    assert report["outcomes"] == {"incomplete": 1}
-    assert report["reasons"] == {"stage_missing": 1}  # as on SQLite: never asked again
+    assert report["outcomes"] == {"busy": 1}, report
+    assert report["reasons"] == {"invocation_busy": 1}
     assert fake.requests == []
     assert facts(pg_url, tenant) == []
+    time.sleep(6.5)
+    # The lease has run out and its holder is dead: the day is taken over, the model
+    # called once (the killed worker never sent its request), the page applied once.
+    out = worker(pg_url, config, LATER)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["outcomes"] == {"complete": 1}, report
+    assert len(fake.requests) == 2
+    assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
+    assert stage_state(pg_url, tenant) == ["staged"]
 
 
 def test_a_worker_killed_after_the_stage_applies_the_page_once(

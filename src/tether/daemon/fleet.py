@@ -32,6 +32,7 @@ from tether.stores.postgres_conn import PgPool
 from tether.stores.postgres_sweep import PostgresSweepStore
 from tether.sweep.model import ModelProducer
 from tether.sweep.runner import Runner
+from tether.sweep.stage import lease_for
 from tether.sweep.worker import DEFAULT_LEASE, WorkerReport, work
 
 #: Connections one worker holds at most, however many owners it serves (the runner and
@@ -84,6 +85,7 @@ def run_worker(
                 extractor=extractor,
                 config=config.sweep,
                 clock=now,
+                lease=lease_for(config.llm.timeout_s),
             )
             return worker_runner(store, config.sweep, lease, claimant, producer)
 
