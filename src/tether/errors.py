@@ -46,7 +46,10 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     ├── NotFoundError                exit 2: a home, session or file that does not exist
     │   └── UnknownOwnerError        [core.sweep.errors] no such sweep owner (owner)
     ├── StoreError                   the store (tether.db) cannot be opened or used (path)
-    │   └── StoreVersionError        exit 2: a database from a newer tether (its version, ours)
+    │   ├── StoreVersionError        exit 2: a database from a newer tether (its version, ours)
+    │   └── StoreConnectionLostError the database server's connection was lost or refused
+    │                                mid-operation; running the operation again is for its
+    │                                caller to judge (path)
     ├── SessionError                 a session directory that cannot be opened as it is
     │   ├── CorruptLogError          a malformed record in the middle of a log (file, line)
     │   ├── MissingCarryError        epoch n > 0 whose previous log has no EpochEnd
@@ -250,6 +253,12 @@ class StoreVersionError(StoreError):
         )
         self.found = found
         self.known = known
+
+
+class StoreConnectionLostError(StoreError):
+    """The connection to the database server was lost (terminated, reset, the server
+    restarting) or could not be had; whether a commit landed is in ``problem``. The
+    sweep worker runs the owner-day again: every step of it is fenced or idempotent."""
 
 
 class SessionError(TetherError):

@@ -386,6 +386,10 @@ class OwnerClaims(Protocol):
         again (any other), if ``day.claimant`` still holds it (False: its lease ran out
         and another worker took it over)."""
 
+    def release(self, claimant: str) -> int:
+        """Hand back every owner-day ``claimant`` holds (claimable by any worker at once)
+        and expire its pending receipts' leases; how many days (a stopping worker)."""
+
     def counts(self) -> dict[str, int]:
         """Owner-days by state: ``open``, ``claimed``, ``done``."""
 

@@ -211,11 +211,13 @@ def worker_cmd(
 ) -> None:
     """Sweep the owner-days of every owner in a shared PostgreSQL store, beside other
     workers (each day claimed by one, taken over after its lease if that one dies)."""
+    import signal
     import socket
     import uuid
     from datetime import timedelta
 
     from tether.daemon.fleet import run_worker
+    from tether.sweep.worker import Stop
 
     config = _worker_config(ctx, config_file, url_given=url is not None)
     if url is None:
@@ -223,8 +225,17 @@ def worker_cmd(
     if not url.startswith(("postgresql://", "postgres://")):
         raise BadInputError("the sweep worker needs a PostgreSQL store: --url postgresql://...")
     claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    stop = Stop()  # SIGTERM / SIGINT: hand back what this worker holds, then exit 0
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
     report = run_worker(
-        url, config, claimant=claimant, now=now, once=once, lease=timedelta(seconds=lease_s)
+        url,
+        config,
+        claimant=claimant,
+        now=now,
+        once=once,
+        lease=timedelta(seconds=lease_s),
+        stop=stop,
     )
     if as_json:
         echo_json(msgspec.to_builtins(report))
@@ -233,6 +244,11 @@ def worker_cmd(
         click.echo(
             f"claimed {report.claimed} owner-days ({outcomes}); taken over {report.taken_over}"
         )
+        if report.errors:
+            causes = ", ".join(f"{k} {v}" for k, v in sorted(report.errors.items()))
+            click.echo(f"errors: {causes} (each logged; its day handed back)")
+        if report.stopped:
+            click.echo(f"stopped: {report.handed_back} owner-days handed back")
 
 
 def _worker_config(ctx: Context, path: Path | None, *, url_given: bool) -> Config:

@@ -259,6 +259,22 @@ def drop(stages: ModelStages, stage: StageFile) -> bool:
     return got is not None and stages.remove(stage.owner, stage.local_date, got.raw)
 
 
+def release_own(stages: ModelStages, owner: str) -> int:
+    """Remove the ``invoked`` marks this process holds for ``owner`` (a stopping worker,
+    whose model calls have been cancelled): another run may invoke at once. How many."""
+    me = this_process()
+    done = 0
+    for day in stages.days(owner):
+        try:
+            got = parse(stages.load(owner, day))
+        except OSError:
+            continue
+        s = got.stage
+        if s is not None and s.state == "invoked" and s.holder == me:
+            done += stages.remove(owner, day, got.raw)
+    return done
+
+
 class FileStages:
     """``ModelStages`` in the home's files (see the module's docstring)."""
 
