@@ -21,6 +21,9 @@ Checked at the end, after a clean stop:
 
     .venv/bin/python benchmarks/soak.py [--minutes 10] [--baseline 60] [--seed 1]
 
+``--sweep``: the sweep-worker lane instead (``benchmarks/soak_sweep.py``: workers on
+PostgreSQL under SIGKILL and ``pg_terminate_backend``; ``--minutes`` is its deadline).
+
 Prints one JSON document of figures; exits 1 when a check fails.
 """
 
@@ -39,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks import soak_sweep
 from tether.daemon.api import DaemonClient
 from tether.errors import TetherError
 from tether.files import read_log
@@ -280,7 +284,13 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--sweep", action="store_true", help="the sweep-worker lane (benchmarks/soak_sweep.py)"
+    )
+    soak_sweep.add_arguments(parser)
     args = parser.parse_args()
+    if args.sweep:
+        return soak_sweep.run(args)
     rng = random.Random(args.seed)
     fake = Fake(args.latency, args.n_ctx)
     try:
