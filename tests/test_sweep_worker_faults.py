@@ -110,10 +110,10 @@ def test_sigterm_during_the_model_call_hands_the_day_and_its_mark_back(
     tenant = pg_helpers.new_owner("m")
     with FakeLlama(n_ctx=65536, parallel=2) as fake:
         home_day(tmp_path, db, tenant)
-        fake.script(Reply(content=excerpts().content, delay_s=4))  # the first worker's
-        fake.script(excerpts())
-        fake.script(page(CLUB))
-        config = model_config(tmp_path, fake, timeout_s=30)
+        fake.script(Reply(content=excerpts().content, delay_s=20), slot=1)  # the first's
+        fake.script(excerpts(), slot=0)
+        fake.script(page(CLUB), slot=0)
+        config = model_config(tmp_path, fake, timeout_s=60)
         first = spawn(
             None, "sweep", "worker", "--once", "--url", db, "--config", str(config), "--json",
             env={"TETHER_TEST_NOW": DAY_DONE.isoformat()},
@@ -125,12 +125,15 @@ def test_sigterm_during_the_model_call_hands_the_day_and_its_mark_back(
             time.sleep(0.02)
         assert stage_state(db, tenant) == ["invoked"]
         first.send_signal(signal.SIGTERM)  # in the middle of phase A
-        out, err = first.communicate(timeout=10)  # not after the call's 4 s, nor its 30
+        out, err = first.communicate(timeout=12)  # not after the call's 20 s, nor its 60
         assert first.returncode == 0, err
         a = json.loads(out)
         assert (a["stopped"], a["handed_back"], a["outcomes"]) == (True, 1, {}), a
         assert stage_state(db, tenant) == []  # the mark went with the cancelled call
-        got = worker(db, config, DAY_DONE.isoformat())
+        # The second worker on the other slot: the fake still serves the cancelled call.
+        second = config.with_name("second.toml")
+        second.write_text(config.read_text() + "\n[slots]\nmain = 1\nbackground = 0\n")
+        got = worker(db, second, DAY_DONE.isoformat())
         assert got.returncode == 0, got.stderr
         b = json.loads(got.stdout)
         assert (b["outcomes"], b["taken_over"]) == ({"complete": 1}, 0), b

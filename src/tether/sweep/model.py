@@ -49,7 +49,7 @@ from tether.core.sweep.packet import (
 )
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import Window
-from tether.errors import LlmError, LlmUnreachableError, TetherError
+from tether.errors import LlmError, LlmUnreachableError, StoreError, TetherError
 from tether.extract.extractor import Extractor
 from tether.faults import crash_point, pause_point
 from tether.ports import ModelStages, Producer, Store
@@ -233,6 +233,8 @@ class ModelProducer:
         usage: list[tuple[int, int, int]] = []
         try:
             page = self._phases(day, counts, usage, self._renewing(base))
+        except StoreError:
+            raise  # the store failed, not the model: the mark stays, taken over after its lease
         except (ExtractionError, LlmError, TetherError) as exc:
             reason = _failure(exc)
             if not usage and _unsent(exc):
