@@ -272,29 +272,6 @@ def _stage_sources(ctx: Context, store: SweepStore) -> list[tuple[str, ModelStag
     return sources
 
 
-def _stuck_line(r: dict[str, Any]) -> str:
-    day, why = r["local_date"], r["why"]
-    if why == "failed":
-        return f"  stuck {day}: failed ({r['reason']}); `tether sweep reconcile` re-opens it"
-    if why == "malformed":
-        return f"  stuck {day}: stage unreadable (runbook sweep-day-incomplete)"
-    left = r["lease_left_s"]
-    lease = (
-        "no lease"
-        if left is None
-        else (f"lease {left:g} s left" if left >= 0 else f"lease ran out {-left:g} s ago")
-    )
-    then = {
-        "busy": "a run is calling the model for it",
-        "stalled": "its holder still runs: stop it, or wait",
-        "abandoned": "the next run takes it over",
-    }[why]
-    return (
-        f"  stuck {day}: {why}, held by {r['holder'] or 'an older tether'}"
-        f" ({r['holder_process']}) since {r['since'] or '-'}, {lease}; {then}"
-    )
-
-
 @sweep_group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @pass_ctx
@@ -352,7 +329,7 @@ def sweep_status(ctx: Context, as_json: bool) -> None:
             f"  facts {r['facts']}{' deleted' if r['deleted'] else ''}{flag}"
         )
         for day in r["stuck"]:
-            click.echo(_stuck_line(day))
+            click.echo(stuck.describe(msgspec.convert(day, stuck.StuckDay)))
 
 
 def _json_field(text: str) -> Any:

@@ -58,6 +58,30 @@ class Reopened(msgspec.Struct, kw_only=True):
     action: Literal["reopened", "left"]
 
 
+def describe(row: StuckDay) -> str:
+    """One line of ``tether sweep status`` for a stuck day."""
+    day, why = row.local_date, row.why
+    if why == "failed":
+        return f"  stuck {day}: failed ({row.reason}); `tether sweep reconcile` re-opens it"
+    if why == "malformed":
+        return f"  stuck {day}: stage unreadable (runbook sweep-day-stuck)"
+    left = row.lease_left_s
+    lease = (
+        "no lease"
+        if left is None
+        else (f"lease {left:g} s left" if left >= 0 else f"lease ran out {-left:g} s ago")
+    )
+    then = {
+        "busy": "a run is calling the model for it",
+        "stalled": "its holder still runs: stop it, or wait",
+        "abandoned": "the next run takes it over",
+    }[why]
+    return (
+        f"  stuck {day}: {why}, held by {row.holder or 'an older tether'}"
+        f" ({row.holder_process}) since {row.since or '-'}, {lease}; {then}"
+    )
+
+
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat()
 
