@@ -76,6 +76,8 @@ def describe(row: StuckDay) -> str:
         "stalled": "its holder still runs: stop it, or wait",
         "abandoned": "the next run takes it over",
     }[why]
+    if why == "busy" and row.holder_process == "gone":
+        then = "its holder is gone: the next run after the lease takes it over"
     return (
         f"  stuck {day}: {why}, held by {row.holder or 'an older tether'}"
         f" ({row.holder_process}) since {row.since or '-'}, {lease}; {then}"
