@@ -20,7 +20,9 @@ home's files, or the store's table for a sweep worker):
    anything applies; then the folders (best-effort, never over one the owner set) and
    the packet to the runner.
 
-A retry reads the stage and never calls the model again for that day. Calls go through
+A retry reads the stage and never calls the model for that day while its invocation may
+still run: a mark whose lease ran out and whose holder is gone is taken over by one new
+invocation (``sweep.stage``, ``sweep.holder``). Calls go through
 ``call``, which the composition root builds over the background slot's gate and the
 budget gate.
 """
