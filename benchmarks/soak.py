@@ -23,6 +23,8 @@ Checked at the end, after a clean stop:
 
 ``--hooks`` runs the hook lane instead (``soak_hooks``: checkpoint windows through real
 hook processes killed at random): ``benchmarks/soak.py --hooks [--windows 60]``.
+``--sweep``: the sweep-worker lane instead (``benchmarks/soak_sweep.py``: workers on
+PostgreSQL under SIGKILL and ``pg_terminate_backend``; ``--minutes`` is its deadline).
 
 Prints one JSON document of figures; exits 1 when a check fails.
 """
@@ -283,12 +285,21 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+    from benchmarks import soak_sweep
+
     parser.add_argument("--hooks", action="store_true", help="the hook lane (soak_hooks)")
     parser.add_argument("--windows", type=int, default=60, help="hook lane: windows")
     parser.add_argument("--deadline", type=float, default=0.3, help="hook lane: deadline_s")
+    parser.add_argument(
+        "--sweep", action="store_true", help="the sweep-worker lane (benchmarks/soak_sweep.py)"
+    )
+    soak_sweep.add_arguments(parser)
     args = parser.parse_args()
     if args.hooks:
         return hook_lane(args)
+    if args.sweep:
+        return soak_sweep.run(args)
     rng = random.Random(args.seed)
     fake = Fake(args.latency, args.n_ctx)
     try:

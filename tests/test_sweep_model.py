@@ -254,15 +254,16 @@ def test_a_malformed_or_half_written_stage_never_calls_the_model(
     )
     path.unlink()  # the unreadable record cleared, as the runbook says
     assert stage.mark(stage.FileStages(home), invoked)
-    assert day_status(home) == ("incomplete", "stage_missing")
+    # Marked by a holder whose lease runs (this process): busy, never a second call.
+    assert day_status(home) == ("busy", "invocation_busy")
     assert fake.requests == []
     # A power cut that tore the outcome appended after the mark: the torn line is not
-    # read, so the day still says invoked, and the model is not called again.
+    # read, so the day still says invoked (held), and the model is not called again.
     staged = msgspec.structs.replace(invoked, state="failed", reason="model_failed")
     stage.outcome(stage.FileStages(home), staged)
     data = path.read_bytes()
     path.write_bytes(data[:-7])
-    assert day_status(home) == ("incomplete", "stage_missing")
+    assert day_status(home) == ("busy", "invocation_busy")
     path.write_bytes(data)
     assert day_status(home) == ("incomplete", "model_failed")
     assert fake.requests == []
@@ -315,7 +316,7 @@ def test_a_long_session_gets_one_digest_kept_in_the_store(home: Path, fake: Fake
 
 
 @pytest.mark.slow
-def test_crash_between_the_mark_and_the_call_never_calls_the_model(
+def test_crash_between_the_mark_and_the_call_is_busy_within_its_lease(
     home: Path, fake: FakeLlama
 ) -> None:
     configure(home, fake)
@@ -328,13 +329,13 @@ def test_crash_between_the_mark_and_the_call_never_calls_the_model(
     assert out.returncode == -9, out.stderr
     assert [line["state"] for line in stage_lines(home)] == ["invoked"]
     assert fake.requests == []
-    # The mark was made, so the call may have been too: the retry never calls, and says
-    # why the day waits (runbook sweep-day-incomplete).
+    # The mark was made, so the call may have been too: within the mark's lease the retry
+    # never calls, and says the day is held (tests/test_sweep_takeover.py: after it).
     again = tether(home, "sweep", "run", "--json", env={"TETHER_TEST_NOW": NOW.isoformat()})
     assert again.returncode == 0, again.stderr
     (owner,) = json.loads(again.stdout)["owners"]
     (day,) = [d for d in owner["days"] if d["local_date"] == DAY.isoformat()]
-    assert (day["status"], day["reason"]) == ("incomplete", "stage_missing")
+    assert (day["status"], day["reason"]) == ("busy", "invocation_busy")
     assert fake.requests == []
     assert facts(home) == []
 

@@ -1,12 +1,14 @@
 """A sweep worker with only the store's URL and a model endpoint: days whose turns a home
 indexed into PostgreSQL, with no packet staged, are swept by the model pass in a worker
 process (the fake llama-server over HTTP), its stage in the store; a worker killed after
-marking the day ``invoked`` or after staging the page is taken over without a second
-model call."""
+marking the day ``invoked`` leaves it busy until the mark's lease runs out, then taken
+over with one model call; one killed after staging the page is taken over without a
+second model call."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import msgspec
 import pytest
 
 import pg_helpers
-from daemon_helpers import tether
+from daemon_helpers import spawn, tether
 from test_sweep_model import CLUB, NOW, chat, excerpts, page
 from tether.home import init_home
 from tether.memory.indexer import index_home
@@ -23,6 +25,7 @@ from tether.stores.postgres import PostgresStore
 from tether.stores.postgres_sweep import PostgresSweepStore
 from tether.sweep import owners
 from tether.testing.fake_llama import FakeLlama
+from tether.testing.pause import release, wait_reached
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 LATER = "2026-11-02T12:01:00+00:00"  # the receipts of a killed worker have expired
@@ -56,9 +59,9 @@ def home_day(tmp_path: Path, url: str, tenant: str) -> None:
         owners.ensure_default(sweep, NOW)
 
 
-def worker_config(tmp_path: Path, fake: FakeLlama) -> Path:
+def worker_config(tmp_path: Path, fake: FakeLlama, timeout_s: float = 5) -> Path:
     path = tmp_path / "worker.toml"
-    path.write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = 5\n')
+    path.write_text(f'[llm]\nurl = "{fake.url}"\ntimeout_s = {timeout_s}\n')
     return path
 
 
@@ -111,34 +114,51 @@ def test_a_worker_sweeps_unstaged_days_from_the_store_with_the_model(
         assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
 
 
-def killed_at(tmp_path: Path, pg_url: str, fake: FakeLlama, point: str) -> tuple[str, Path]:
+def killed_at(
+    tmp_path: Path, pg_url: str, fake: FakeLlama, point: str, timeout_s: float = 5
+) -> tuple[str, Path]:
     """A new owner with a day of turns in the store, the model's answers scripted, and a
     worker SIGKILLed at ``point`` sweeping it (its lease 1 s); the owner and the config."""
     tenant = pg_helpers.new_owner("k")
     home_day(tmp_path, pg_url, tenant)
     fake.script(excerpts())
     fake.script(page(CLUB))
-    config = worker_config(tmp_path, fake)
+    config = worker_config(tmp_path, fake, timeout_s)
     killed = worker(pg_url, config, NOW.isoformat(), "--lease", "1", crash=point)
     assert killed.returncode == -9, killed.stderr
     return tenant, config
 
 
-def test_a_worker_killed_after_invoked_is_taken_over_without_a_second_call(
+def test_a_worker_killed_after_invoked_is_busy_then_taken_over_after_the_lease(
     tmp_path: Path, db: str, fake: FakeLlama
 ) -> None:
     pg_url = db
-    tenant, config = killed_at(tmp_path, pg_url, fake, "sweep-after-invoked")
+    tenant, config = killed_at(tmp_path, pg_url, fake, "sweep-after-invoked", timeout_s=1)
     assert stage_state(pg_url, tenant) == ["invoked"]
     assert fake.requests == []
+    (row,) = stuck(status_home(tmp_path, pg_url, tenant))
+    assert (row["why"], row["where"], row["holder_process"]) == ("busy", "store", "gone")
+    # Within the mark's lease (twice timeout_s + 2 s, on the server's clock) the day is
+    # held: busy, and the model is not asked.
     out = worker(pg_url, config, LATER)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["taken_over"] == 1
-    assert report["outcomes"] == {"incomplete": 1}
-    assert report["reasons"] == {"stage_missing": 1}  # as on SQLite: never asked again
+    assert report["outcomes"] == {"busy": 1}, report
+    assert report["reasons"] == {"invocation_busy": 1}
     assert fake.requests == []
     assert facts(pg_url, tenant) == []
+    time.sleep(6.5)
+    (row,) = stuck(status_home(tmp_path, pg_url, tenant))
+    assert row["why"] == "abandoned"
+    # The lease has run out and its holder is dead: the day is taken over, the model
+    # called once (the killed worker never sent its request), the page applied once.
+    out = worker(pg_url, config, LATER)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["outcomes"] == {"complete": 1}, report
+    assert len(fake.requests) == 2
+    assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
+    assert stage_state(pg_url, tenant) == ["staged"]
 
 
 def test_a_worker_killed_after_the_stage_applies_the_page_once(
@@ -156,3 +176,62 @@ def test_a_worker_killed_after_the_stage_applies_the_page_once(
     assert report["outcomes"] == {"complete": 1}, report
     assert len(fake.requests) == 2
     assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
+
+
+def status_home(tmp_path: Path, url: str, tenant: str) -> Path:
+    """A home whose store is the tenant's schema: its ``sweep status`` sees the workers'
+    marks in ``sweep_model_stage``."""
+    home = tmp_path / f"{tenant}-status"
+    init_home(home)
+    (home / "tether.toml").write_text(f'[store]\nurl = "{url}"\nowner = "{tenant}"\n')
+    return home
+
+
+def stuck(home: Path) -> list[dict[str, Any]]:
+    out = tether(home, "sweep", "status", "--json")
+    assert out.returncode == 0, out.stderr
+    (owner,) = json.loads(out.stdout)["owners"]
+    return list(owner["stuck"])
+
+
+def test_a_live_worker_is_reported_busy_and_status_names_the_day(
+    tmp_path: Path, db: str, fake: FakeLlama
+) -> None:
+    pg_url = db
+    tenant = pg_helpers.new_owner("b")
+    home_day(tmp_path, pg_url, tenant)
+    fake.script(excerpts())
+    fake.script(page(CLUB))
+    config = worker_config(tmp_path, fake)
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    env = {
+        "TETHER_TEST_NOW": NOW.isoformat(),
+        "TETHER_PAUSE_AT": "sweep-after-invoked",
+        "TETHER_PAUSE_DIR": str(pause),
+    }
+    first = spawn(
+        None, "sweep", "worker", "--once", "--url", pg_url, "--config", str(config), "--json",
+        "--lease", "1", env=env,
+    )  # fmt: skip
+    try:
+        assert wait_reached(pause, "sweep-after-invoked")
+        (row,) = stuck(status_home(tmp_path, pg_url, tenant))
+        assert (row["why"], row["where"], row["holder_process"]) == ("busy", "store", "alive")
+        assert row["holder"].endswith(f":{first.pid}")
+        assert row["lease_left_s"] > 0
+        time.sleep(1.5)  # the first worker's claim on the day has run out, not its mark
+        out = worker(pg_url, config, NOW.isoformat())
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert report["outcomes"] == {"busy": 1}, report
+        assert report["reasons"] == {"invocation_busy": 1}
+        assert fake.requests == []
+    finally:
+        release(pause, "sweep-after-invoked")
+        got, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert json.loads(got)["outcomes"] == {"complete": 1}
+    assert len(fake.requests) == 2
+    assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
+    assert stuck(status_home(tmp_path, pg_url, tenant)) == []

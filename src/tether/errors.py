@@ -50,7 +50,10 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     ├── NotFoundError                exit 2: a home, session or file that does not exist
     │   └── UnknownOwnerError        [core.sweep.errors] no such sweep owner (owner)
     ├── StoreError                   the store (tether.db) cannot be opened or used (path)
-    │   └── StoreVersionError        exit 2: a database from a newer tether (its version, ours)
+    │   ├── StoreVersionError        exit 2: a database from a newer tether (its version, ours)
+    │   └── StoreConnectionLostError the database server's connection was lost or refused
+    │                                mid-operation; running the operation again is for its
+    │                                caller to judge (path)
     ├── DiskFullError                the disk (or quota) holding a file is full; what was being
     │                                written was not half-written (path)
     ├── HomeLockedError              exit 2: another ``tether serve`` holds the home's lock; this
@@ -283,6 +286,12 @@ class StoreVersionError(StoreError):
         )
         self.found = found
         self.known = known
+
+
+class StoreConnectionLostError(StoreError):
+    """The connection to the database server was lost (terminated, reset, the server
+    restarting) or could not be had; whether a commit landed is in ``problem``. The
+    sweep worker runs the owner-day again: every step of it is fenced or idempotent."""
 
 
 class SessionError(TetherError):

@@ -391,6 +391,10 @@ class OwnerClaims(Protocol):
         again (any other), if ``day.claimant`` still holds it (False: its lease ran out
         and another worker took it over)."""
 
+    def release(self, claimant: str) -> int:
+        """Hand back every owner-day ``claimant`` holds (claimable by any worker at once)
+        and expire its pending receipts' leases; how many days (a stopping worker)."""
+
     def counts(self) -> dict[str, int]:
         """Owner-days by state: ``open``, ``claimed``, ``done``."""
 
@@ -421,14 +425,23 @@ class Producer(Protocol):
 
 class ModelStages(Protocol):
     """Where the sweep's model pass keeps each owner-day's invocation record, so that no
-    day's model is ever called twice (``sweep.stage`` encodes and reads the records): the
-    home's stage files (``sweep.stage.FileStages``), or the store's ``sweep_model_stage``
+    day's model is called while another call for it may still run (``sweep.stage``
+    encodes, reads and fences the records): the home's stage files
+    (``sweep.stage.FileStages``), or the store's ``sweep_model_stage``
     (``stores.postgres_sweep_stage``), where a sweep worker with no home keeps them."""
+
+    def now(self) -> datetime:
+        """The clock the marks' leases are on (the wall clock, or the database server's)."""
+        ...
 
     def load(self, owner: str, local_date: date) -> bytes | None:
         """The day's record as written (a file's lines, the last complete one saying where
         the invocation is; a table's one record); None: no invocation yet. Raises
         OSError when a file cannot be read."""
+        ...
+
+    def days(self, owner: str) -> list[date]:
+        """The local dates the owner has a record for, oldest first."""
         ...
 
     def mark(self, owner: str, local_date: date, record: bytes) -> bool:
@@ -437,12 +450,15 @@ class ModelStages(Protocol):
         already (another runner owns its invocation)."""
         ...
 
-    def settle(self, owner: str, local_date: date, state: str, record: bytes) -> None:
-        """The invocation's outcome (``staged`` or ``failed``), after it."""
+    def replace(
+        self, owner: str, local_date: date, expected: bytes, record: bytes, state: str
+    ) -> bool:
+        """Make ``record`` (whose state is ``state``) the day's record only while the
+        current one is exactly ``expected``; False, with nothing written, otherwise."""
         ...
 
-    def drop(self, owner: str, local_date: date) -> None:
-        """Forget the day's record: its invocation never reached the model."""
+    def remove(self, owner: str, local_date: date, expected: bytes) -> bool:
+        """Forget the day's record only while it is exactly ``expected``."""
         ...
 
 

@@ -26,9 +26,10 @@ from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
 from tether.errors import BadInputError, NotFoundError
-from tether.ports import SweepStore
-from tether.sweep import cursor, owners
+from tether.ports import ModelStages, SweepStore
+from tether.sweep import cursor, owners, stuck
 from tether.sweep.runner import report_json
+from tether.sweep.stage import FileStages
 
 TEST_NOW_ENV = "TETHER_TEST_NOW"
 
@@ -210,11 +211,13 @@ def worker_cmd(
 ) -> None:
     """Sweep the owner-days of every owner in a shared PostgreSQL store, beside other
     workers (each day claimed by one, taken over after its lease if that one dies)."""
+    import signal
     import socket
     import uuid
     from datetime import timedelta
 
     from tether.daemon.fleet import run_worker
+    from tether.sweep.worker import Stop
 
     config = _worker_config(ctx, config_file, url_given=url is not None)
     if url is None:
@@ -222,8 +225,17 @@ def worker_cmd(
     if not url.startswith(("postgresql://", "postgres://")):
         raise BadInputError("the sweep worker needs a PostgreSQL store: --url postgresql://...")
     claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    stop = Stop()  # SIGTERM / SIGINT: hand back what this worker holds, then exit 0
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
     report = run_worker(
-        url, config, claimant=claimant, now=now, once=once, lease=timedelta(seconds=lease_s)
+        url,
+        config,
+        claimant=claimant,
+        now=now,
+        once=once,
+        lease=timedelta(seconds=lease_s),
+        stop=stop,
     )
     if as_json:
         echo_json(msgspec.to_builtins(report))
@@ -232,6 +244,11 @@ def worker_cmd(
         click.echo(
             f"claimed {report.claimed} owner-days ({outcomes}); taken over {report.taken_over}"
         )
+        if report.errors:
+            causes = ", ".join(f"{k} {v}" for k, v in sorted(report.errors.items()))
+            click.echo(f"errors: {causes} (each logged; its day handed back)")
+        if report.stopped:
+            click.echo(f"stopped: {report.handed_back} owner-days handed back")
 
 
 def _worker_config(ctx: Context, path: Path | None, *, url_given: bool) -> Config:
@@ -245,17 +262,34 @@ def _worker_config(ctx: Context, path: Path | None, *, url_given: bool) -> Confi
     return Config()
 
 
+def _stage_sources(ctx: Context, store: SweepStore) -> list[tuple[str, ModelStages]]:
+    """Where the model pass's marks are: the home's files, and a sweep worker's table when
+    the store is PostgreSQL."""
+    sources: list[tuple[str, ModelStages]] = [("files", FileStages(ctx.home))]
+    table = getattr(store, "model_stages", None)
+    if table is not None:
+        sources.append(("store", table()))
+    return sources
+
+
 @sweep_group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @pass_ctx
 def sweep_status(ctx: Context, as_json: bool) -> None:
-    """Switches, and per owner: zone, cursor, receipts, facts."""
+    """Switches, and per owner: zone, cursor, receipts, facts, and each stuck day (a
+    model invocation busy, stalled, abandoned or failed) with its holder and lease."""
     config = ctx.config().sweep
     rows: list[dict[str, Any]] = []
     with sweep_store(ctx) as store, store.transaction(write=False) as tx:
+        sources = _stage_sources(ctx, store)
         for o in tx.owners():
             cur = tx.cursor(o.id)
             states = Counter(r.state for r in tx.receipts(o.id))
+            held = [
+                msgspec.to_builtins(row)
+                for where, stages in sources
+                for row, _ in stuck.days(stages, where, o.id, cur)
+            ]
             rows.append(
                 {
                     **owner_json(o),
@@ -273,6 +307,7 @@ def sweep_status(ctx: Context, as_json: bool) -> None:
                     "receipts_pending": states["pending"],
                     "receipts_committed": states["committed"],
                     "facts": len(tx.facts(o.id)),
+                    "stuck": held,
                 }
             )
     doc = {
@@ -293,6 +328,8 @@ def sweep_status(ctx: Context, as_json: bool) -> None:
             f"{r['id']:<24} {r['timezone']:<24} done to {day}  pending {r['receipts_pending']}"
             f"  facts {r['facts']}{' deleted' if r['deleted'] else ''}{flag}"
         )
+        for day in r["stuck"]:
+            click.echo(stuck.describe(msgspec.convert(day, stuck.StuckDay)))
 
 
 def _json_field(text: str) -> Any:
@@ -386,18 +423,50 @@ def sweep_journal(ctx: Context, owner_id: str, limit: int | None, as_json: bool)
 
 @sweep_group.command("reconcile")
 @click.argument("owner_id", metavar="OWNER")
+@click.option(
+    "--date", "day", default=None, metavar="D",
+    help="Only this local date's stuck model invocation (the zone is left alone).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @pass_ctx
-def sweep_reconcile(ctx: Context, owner_id: str) -> None:
-    """Accept an owner's new zone: a new receipt namespace, the completed day kept."""
+def sweep_reconcile(ctx: Context, owner_id: str, day: str | None, as_json: bool) -> None:
+    """Accept an owner's new zone (a new receipt namespace, the completed day kept), and
+    re-open the owner's days whose model invocation was abandoned or failed (one new
+    invocation each, by the next run); a day a live run holds is left. Exit 1 when a
+    stuck day had to be left."""
+    only = None if day is None else parse_date(day)
+    oid = owners.owner_id(owner_id)
     with sweep_store(ctx) as store:
-        done = cursor.reconcile(store, owners.owner_id(owner_id), now())
-    if done.status == "nothing_to_reconcile":
-        click.echo(f"owner {done.owner}: nothing to reconcile")
-    else:
-        click.echo(
-            f"owner {done.owner}: reconciled to {done.timezone_name} after {done.anchor_date}"
-            f" (receipt namespace {done.namespace})"
+        zone = None if only is not None else cursor.reconcile(store, oid, now())
+        with store.transaction(write=False) as tx:
+            owners.held(tx, oid)
+            cur = tx.cursor(oid)
+        days = stuck.reopen(_stage_sources(ctx, store), oid, cur, only)
+    left = [d for d in days if d.action == "left"]
+    if as_json:
+        echo_json(
+            {
+                "owner": oid,
+                "timezone": None if zone is None else msgspec.to_builtins(zone),
+                "days": [msgspec.to_builtins(d) for d in days],
+            }
         )
+    else:
+        if zone is not None and zone.status != "nothing_to_reconcile":
+            click.echo(
+                f"owner {zone.owner}: reconciled to {zone.timezone_name} after"
+                f" {zone.anchor_date} (receipt namespace {zone.namespace})"
+            )
+        for d in days:
+            if d.action == "reopened":
+                click.echo(f"owner {oid}: {d.local_date} re-opened ({d.why}): the next run"
+                           " makes one new invocation")  # fmt: skip
+            else:
+                click.echo(f"owner {oid}: {d.local_date} left ({d.why}; see `tether sweep status`)")
+        if not days and (zone is None or zone.status == "nothing_to_reconcile"):
+            click.echo(f"owner {oid}: nothing to reconcile")
+    if left:
+        raise click.exceptions.Exit(1)
 
 
 @sweep_group.command("window")

@@ -42,7 +42,7 @@ from tether.sweep.model import Call, ModelProducer
 from tether.sweep.onboarding import OnboardingProducer
 from tether.sweep.producer import StagingPacketReader
 from tether.sweep.runner import Runner, RunReport, members
-from tether.sweep.stage import FileStages
+from tether.sweep.stage import FileStages, lease_for
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
 from tether.tools.box import ToolBox
 
@@ -228,6 +228,7 @@ def sweep_runner(
                 clock=(clock or SystemClock()).now,
                 allow=allow,
                 staged=producer,
+                lease=lease_for(config.llm.timeout_s),
             )
         yield Runner(
             store,

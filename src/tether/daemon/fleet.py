@@ -18,6 +18,8 @@ day's ``[sweep] max_model_tokens`` / ``max_model_cost_usd`` ceiling still applie
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -25,14 +27,20 @@ from datetime import datetime, timedelta
 import anyio.from_thread
 
 from tether.config import Config
+from tether.errors import TetherError
 from tether.extract.extractor import Extractor
 from tether.ports import ClaimingStore
+from tether.records import Completion, CompletionRequest
 from tether.stores.postgres import PostgresStore
 from tether.stores.postgres_conn import PgPool
 from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.sweep import stage
 from tether.sweep.model import ModelProducer
 from tether.sweep.runner import Runner
-from tether.sweep.worker import DEFAULT_LEASE, WorkerReport, work
+from tether.sweep.stage import lease_for
+from tether.sweep.worker import DEFAULT_LEASE, Stop, WorkerReport, work
+
+log = logging.getLogger("tether.sweep")
 
 #: Connections one worker holds at most, however many owners it serves (the runner and
 #: the model pass use one or two at a time).
@@ -53,57 +61,97 @@ def run_worker(
     once: bool,
     lease: timedelta = DEFAULT_LEASE,
     pool_size: int = WORKER_POOL,
-    should_stop: Callable[[], bool] = lambda: False,
+    stop: Stop | None = None,
 ) -> WorkerReport:
     """Sweep the owner-days of every owner schema in the database at ``url`` beside other
-    workers, over one pool, until done (``once``) or ``should_stop``."""
+    workers, over one pool, until done (``once``) or ``stop`` is requested (a signal):
+    then every claim, pending receipt and model mark this worker holds is handed back."""
     from tether.daemon.compose import build_llm, sweep_call, worker_runner
 
+    stop = stop or Stop()
     llm = build_llm(config)
-    with (
-        anyio.from_thread.start_blocking_portal() as portal,
-        PgPool(url, max_size=pool_size, application_name=application_name()) as pool,
-    ):
-        call = sweep_call(llm, portal.call, None, config.llm.max_tokens)
-        extractor = Extractor(llm, slot=config.slots.background)
-        opened: dict[str, PostgresSweepStore] = {}
-        mains: dict[str, PostgresStore] = {}
-
-        def stores() -> dict[str, ClaimingStore]:
-            for owner in pool.owner_schemas():
-                if owner not in opened:
-                    opened[owner] = PostgresSweepStore(url, owner, pool=pool)
-            return dict(opened)
-
-        def runner_for(owner: str, store: ClaimingStore, lease: timedelta) -> Runner:
-            main = mains[owner] = PostgresStore(url, owner, migrate=False, pool=pool)
-            producer = ModelProducer(
-                stages=opened[owner].model_stages(),
-                store=main,
-                call=call,
-                extractor=extractor,
-                config=config.sweep,
-                clock=now,
-            )
-            return worker_runner(store, config.sweep, lease, claimant, producer)
-
+    opened: dict[str, PostgresSweepStore] = {}
+    mains: dict[str, PostgresStore] = {}
+    with PgPool(url, max_size=pool_size, application_name=application_name()) as pool:
         try:
-            report = work(
-                stores,
-                runner_for,
-                claimant=claimant,
-                now=now,
-                once=once,
-                lease=lease,
-                should_stop=should_stop,
-            )
+            with anyio.from_thread.start_blocking_portal() as portal:
+                plain = sweep_call(llm, portal.call, None, config.llm.max_tokens)
+
+                def call(request: CompletionRequest) -> Completion:
+                    with stop.interruptible():  # a stop ends a model call at once
+                        return plain(request)
+
+                extractor = Extractor(llm, slot=config.slots.background)
+
+                def stores() -> dict[str, ClaimingStore]:
+                    for owner in pool.owner_schemas():
+                        if owner not in opened:
+                            opened[owner] = PostgresSweepStore(url, owner, pool=pool)
+                    return dict(opened)
+
+                def runner_for(owner: str, store: ClaimingStore, lease: timedelta) -> Runner:
+                    main = mains[owner] = PostgresStore(url, owner, migrate=False, pool=pool)
+                    producer = ModelProducer(
+                        stages=opened[owner].model_stages(),
+                        store=main,
+                        call=call,
+                        extractor=extractor,
+                        config=config.sweep,
+                        clock=now,
+                        lease=lease_for(config.llm.timeout_s),
+                    )
+                    return worker_runner(store, config.sweep, lease, claimant, producer)
+
+                try:
+                    report = work(
+                        stores,
+                        runner_for,
+                        claimant=claimant,
+                        now=now,
+                        once=once,
+                        lease=lease,
+                        should_stop=lambda: stop.requested,
+                    )
+                    if report.stopped:
+                        # Out of the portal by an exception, so that a model call still
+                        # running in it is cancelled, not waited for.
+                        raise _Cancelled(report)
+                finally:
+                    with contextlib.suppress(Exception):
+                        portal.call(llm.aclose)
+        except _Cancelled as cancelled:
+            report = cancelled.report
+            report.handed_back += _hand_back(opened, claimant)
         finally:
             for main in mains.values():
                 main.close()
             for store in opened.values():
                 store.close()
-            portal.call(llm.aclose)
         stats = pool.stats()
         report.pool_max = stats.get("pool_max", pool_size)
         report.connections_opened = stats.get("connections_num", 0)
         return report
+
+
+class _Cancelled(Exception):
+    def __init__(self, report: WorkerReport) -> None:
+        self.report = report
+
+
+def _hand_back(opened: dict[str, PostgresSweepStore], claimant: str) -> int:
+    """A stopped worker's claims and pending receipts (``release``) and the model marks
+    this process holds (removed: its calls were cancelled with the portal), in every
+    owner schema it opened; how many owner-days. Best-effort: what cannot be reached now
+    comes back when its lease runs out."""
+    days = 0
+    for store in opened.values():
+        try:
+            days += store.claims().release(claimant)
+            stages = store.model_stages()
+            with store.transaction(write=False) as tx:
+                sweep_owners = [o.id for o in tx.owners()]
+            for owner in sweep_owners:
+                stage.release_own(stages, owner)
+        except TetherError as exc:
+            log.warning("sweep worker: handing back in %s: %s", store.path, exc)
+    return days

@@ -36,7 +36,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from tether.errors import StoreError
+from tether.errors import StoreConnectionLostError, StoreError
 from tether.stores import postgres_schema as schema
 
 T = TypeVar("T")
@@ -83,6 +83,27 @@ def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+#: SQLSTATEs that say the session is gone: the connection exceptions (class 08), and the
+#: server terminating it (``pg_terminate_backend``, a shutdown, a crash, not yet up).
+_GONE = ("08", "57P01", "57P02", "57P03")
+
+
+def _lost(exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
+    """Whether ``exc`` means the connection was lost, not that the statement failed."""
+    if conn is not None and (conn.closed or conn.broken):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = getattr(exc, "sqlstate", None) or ""
+    return not state or state.startswith(_GONE)
+
+
+def _store_error(where: str, doing: str, exc: BaseException, conn: Any = None) -> StoreError:
+    """``exc`` as tether reports it: a lost connection as ``StoreConnectionLostError``."""
+    kind = StoreConnectionLostError if _lost(exc, conn) else StoreError
+    return kind(where, f"{doing}: {_first_line(exc)}")
 
 
 def _open_pool(
@@ -135,7 +156,7 @@ class PgPool:
             with self.pool.connection() as conn:
                 rows = conn.execute(_OWNER_SCHEMAS, (SCHEMA_PREFIX,)).fetchall()
         except psycopg.Error as exc:
-            raise StoreError(self.where, f"listing the owners: {_first_line(exc)}") from None
+            raise _store_error(self.where, "listing the owners", exc) from None
         return [r[0].removeprefix(SCHEMA_PREFIX) for r in rows]
 
     def stats(self) -> dict[str, int]:
@@ -238,17 +259,17 @@ class PgStore:
                     raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
             except _Uncommitted:
                 if attempt == ATTEMPTS:
-                    raise StoreError(
+                    raise StoreConnectionLostError(
                         self.where, f"{doing}: the connection was lost (nothing was saved)"
                     ) from None
             except _CommitLost:
-                raise StoreError(
+                raise StoreConnectionLostError(
                     self.where,
                     f"{doing}: the connection was lost while committing; the change may or"
                     " may not have been saved",
                 ) from None
             except psycopg.Error as exc:
-                raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+                raise self._error(doing, exc) from None
         raise AssertionError("unreachable")
 
     def _once(
@@ -288,30 +309,49 @@ class PgStore:
         connection is replaced before it begins; once the block runs, any failure rolls
         back and is reported, never retried (the block cannot be run again here)."""
         self._check_open()
-        with self.pool.connection() as conn:
+        with self._connection(doing) as conn:
             try:
                 conn.execute(self._begin[write])
             except psycopg.Error as exc:
-                raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+                raise self._error(doing, exc, conn) from None
             try:
                 yield conn
             except psycopg.Error as exc:
                 _rollback(conn)
-                raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+                raise self._error(doing, exc, conn) from None
             except BaseException:
                 _rollback(conn)
                 raise
             try:
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
-                lost = conn.closed or conn.broken
-                why = (
-                    "the connection was lost while committing; the change may or may not"
-                    " have been saved"
-                    if lost
-                    else _first_line(exc)
-                )
-                raise StoreError(self.where, f"{doing}: {why}") from None
+                if not _lost(exc, conn):
+                    raise StoreError(self.where, f"{doing}: {_first_line(exc)}") from None
+                raise StoreConnectionLostError(
+                    self.where,
+                    f"{doing}: the connection was lost while committing; the change may or"
+                    " may not have been saved",
+                ) from None
+
+    @contextlib.contextmanager
+    def _connection(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; none to be had in the pool's time (the server down or
+        refusing) is a lost connection, not a traceback."""
+        try:
+            cm = self.pool.connection()
+            conn = cm.__enter__()
+        except psycopg.Error as exc:
+            raise StoreConnectionLostError(self.where, f"{doing}: {_first_line(exc)}") from None
+        try:
+            yield conn
+        except BaseException as exc:
+            if not cm.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            cm.__exit__(None, None, None)
+
+    def _error(self, doing: str, exc: BaseException, conn: Any = None) -> StoreError:
+        return _store_error(self.where, doing, exc, conn)
 
     def server_version(self) -> str:
         row = self.run(

@@ -12,13 +12,14 @@ agree on who holds a day.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from tether.records import ClaimedDay
 from tether.stores.postgres_conn import PgStore
+from tether.stores.sqlite_file import iso
 
 Conn = psycopg.Connection[Any]
 
@@ -91,6 +92,27 @@ class PostgresClaims:
             lambda c: c.execute(sql, (*params, day.claimant)).fetchone(),
         )
         return found is not None
+
+    def release(self, claimant: str) -> int:
+        """Hand back every owner-day ``claimant`` holds (open again, for any worker now,
+        the claim not counted as an attempt) and let its pending receipts' leases run
+        out; how many days. For a worker that is stopping and will write nothing more."""
+
+        def work(c: Conn) -> int:
+            days = c.execute(
+                "UPDATE sweep_claim SET state = 'open', claimant = NULL, lease_until = NULL,"
+                " attempts = greatest(attempts - 1, 0)"
+                " WHERE claimant = %s AND state = 'claimed'",
+                (claimant,),
+            ).rowcount
+            c.execute(
+                "UPDATE sweep_receipt SET lease_until = %s WHERE claimant = %s"
+                " AND state = 'pending'",
+                (iso(datetime(1970, 1, 1, tzinfo=UTC)), claimant),
+            )
+            return max(days, 0)
+
+        return int(self.pg.run("handing back owner-days", work))
 
     def counts(self) -> dict[str, int]:
         """Owner-days by state (``open``, ``claimed``, ``done``)."""

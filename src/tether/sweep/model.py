@@ -20,7 +20,9 @@ home's files, or the store's table for a sweep worker):
    anything applies; then the folders (best-effort, never over one the owner set) and
    the packet to the runner.
 
-A retry reads the stage and never calls the model again for that day. Calls go through
+A retry reads the stage and never calls the model for that day while its invocation may
+still run: a mark whose lease ran out and whose holder is gone is taken over by one new
+invocation (``sweep.stage``, ``sweep.holder``). Calls go through
 ``call``, which the composition root builds over the background slot's gate and the
 budget gate.
 """
@@ -31,7 +33,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -49,9 +51,9 @@ from tether.core.sweep.packet import (
 )
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import Window
-from tether.errors import LlmError, LlmUnreachableError, TetherError
+from tether.errors import LlmError, LlmUnreachableError, StoreError, TetherError
 from tether.extract.extractor import Extractor
-from tether.faults import crash_point
+from tether.faults import crash_point, pause_point
 from tether.ports import ModelStages, Producer, Store
 from tether.records import (
     ChatMessage,
@@ -150,6 +152,7 @@ class ModelProducer:
         clock: Callable[[], datetime],
         allow: frozenset[str] = frozenset(),
         staged: Producer | None = None,
+        lease: timedelta = stage.DEFAULT_LEASE,
     ) -> None:
         self.stages = stages
         self.store = store
@@ -159,6 +162,7 @@ class ModelProducer:
         self.clock = clock
         self.allow = allow
         self.staged = staged
+        self.lease = lease  # an ``invoked`` mark's, renewed before each request
         #: What the last invocations made, by kind (tests, the benchmark): requests sent.
         self.requests: Counter[str] = Counter()
 
@@ -179,15 +183,18 @@ class ModelProducer:
             return empty_packet(owner, window)  # that deployment owned the invocation
         if read.kind == "bad":
             return Incomplete("stage_malformed")
-        if read.stage is not None:
+        if read.stage is not None and read.stage.state == "invoked":
+            held = stage.held(self.stages, read.stage)
+            if held != "expired" or not invoke:
+                return Incomplete(_HELD.get(held, "stage_missing"))
+            # Its lease ran out and its holder is gone: a new invocation takes it over.
+        elif read.stage is not None:
             return self._from_stage(read.stage)
         if not invoke:
             return Incomplete("stage_missing")
         return self._invoke(owner, window)
 
     def _from_stage(self, staged: stage.StageFile) -> DailySweepInput | Incomplete:
-        if staged.state == "invoked":
-            return Incomplete("stage_missing")  # died mid-invocation (runbook sweep-day-incomplete)
         if staged.state == "failed" or staged.packet is None:
             return Incomplete(staged.reason or "stage_missing")
         self._file(staged.folders)
@@ -218,19 +225,22 @@ class ModelProducer:
             window_id=window.window_id,
             source_generation=owner.source_generation,
         )
-        if not stage.mark(self.stages, base):
+        if not stage.mark(self.stages, base, self.lease):
             # Another runner marked the day first: its invocation, never a second one.
             return self._from_read(owner, window, invoke=False)
         crash_point("sweep-after-invoked")
+        pause_point("sweep-after-invoked")
         counts: Counter[str] = Counter(day.excluded)
         counts["digests"] = len(todo)
         usage: list[tuple[int, int, int]] = []
         try:
-            page = self._phases(day, counts, usage)
+            page = self._phases(day, counts, usage, self._renewing(base))
+        except StoreError:
+            raise  # the store failed, not the model: the mark stays, taken over after its lease
         except (ExtractionError, LlmError, TetherError) as exc:
             reason = _failure(exc)
             if not usage and _unsent(exc):
-                self.stages.drop(owner.id, window.local_date)
+                stage.drop(self.stages, base)
                 return Incomplete(reason)  # nothing reached the model: a later run may try
             stage.outcome(
                 self.stages,
@@ -240,7 +250,7 @@ class ModelProducer:
             )
             return Incomplete(reason)
         packet, folders = self._packet(owner, window, day, page, counts)
-        stage.outcome(
+        staged = stage.outcome(
             self.stages,
             msgspec.structs.replace(
                 base,
@@ -252,6 +262,8 @@ class ModelProducer:
                 digest=stage.page_digest(packet, folders),
             ),
         )
+        if not staged:
+            return Incomplete("invocation_taken_over")  # its page is not ours to apply
         crash_point("sweep-after-stage")
         self._file(folders)
         log.info(
@@ -313,8 +325,22 @@ class ModelProducer:
             )
         return spine.with_digests(day, self.store, window)
 
+    def _renewing(self, base: stage.StageFile) -> Call:
+        """``call``, the mark's lease renewed before each request (refused once the day
+        was taken over: SweepFencedError)."""
+
+        def call(request: CompletionRequest) -> Completion:
+            stage.renew(self.stages, base, self.lease)
+            return self.call(request)
+
+        return call
+
     def _phases(
-        self, day: spine.Day, counts: Counter[str], usage: list[tuple[int, int, int]]
+        self,
+        day: spine.Day,
+        counts: Counter[str],
+        usage: list[tuple[int, int, int]],
+        call: Call,
     ) -> Extraction:
         text = spine.spine(day, self.config.spine_chars)
         sessions = day.sessions
@@ -325,7 +351,7 @@ class ModelProducer:
         a_request = self.extractor.json_request(
             a_messages, excerpt_schema(sessions), max_tokens=PHASE_A_REPLY_TOKENS
         )
-        a = self.call(a_request)
+        a = call(a_request)
         self.requests["phase_a"] += 1
         usage.append((a.cache_n, a.prompt_n, a.predicted_n))
         try:
@@ -361,7 +387,7 @@ class ModelProducer:
         b_request = msgspec.structs.replace(
             self.extractor.completion_request(request), max_tokens=PAGE_REPLY_TOKENS
         )
-        b = self.call(b_request)
+        b = call(b_request)
         self.requests["phase_b"] += 1
         usage.append((b.cache_n, b.prompt_n, b.predicted_n))
         return self.extractor.read_page(b.content, request, self._reader)
@@ -421,6 +447,10 @@ class ModelProducer:
                 )
             except TetherError as exc:
                 log.warning("sweep folder for session %s not set: %s", a.session, exc)
+
+
+#: What a day whose mark another run holds reports (``sweep.holder``).
+_HELD = {"live": "invocation_busy", "stalled": "invocation_stalled"}
 
 
 def _unsent(exc: BaseException) -> bool:

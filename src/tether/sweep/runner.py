@@ -242,7 +242,10 @@ class Runner:
         try:
             packet = self._packet(owner, ctx, now, result)
             if isinstance(packet, Incomplete):
-                result.status, result.reason = "incomplete", packet.reason
+                # Another run holds the day's model invocation: busy, as a held receipt is.
+                held = packet.reason in ("invocation_busy", "invocation_stalled")
+                result.status = "busy" if held else "incomplete"
+                result.reason = packet.reason
                 return result, current
             self._apply_packet(packet, ctx, now, result)
             if result.status != "complete":

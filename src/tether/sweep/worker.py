@@ -19,25 +19,84 @@ pass over that owner's store (``sweep.model``, its stage in the store too); ``No
 ``once``: sweep until no owner-day is left to do, waiting for days other workers hold
 (until they finish or their leases run out), then return; otherwise keep passing, every
 ``idle`` seconds when there was nothing to do.
+
+Faults: a lost connection to the database (``StoreConnectionLostError``: terminated,
+reset, the server restarting) runs the owner-day again, up to ``DAY_TRIES`` times with a
+growing pause: every step of a day is fenced or idempotent (receipts, the model mark's
+compare-and-swap, the stage insert, the cursor's CAS), so a second run of it applies
+nothing twice and never calls the model while the first call may run. Any other error of
+a day is logged with its cause and counted (``errors``), and the day handed back: one bad
+day never stops the worker. An error outside a day (listing owners, offering, claiming)
+pauses the pass and tries again (``once``: at most ``PASS_TRIES`` passes in a row).
+
+Stopping (``Stop``, on SIGTERM or SIGINT): no new day is claimed; a model call in progress
+is interrupted (the day is handed back at once), any other step finishes (milliseconds);
+then ``daemon.fleet`` hands back every claim and pending receipt this worker still holds,
+and the model marks it holds, so other workers take them without waiting for a lease.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from types import FrameType
 
 import msgspec
 
 from tether.core.sweep.packet import DailySweepInput, Incomplete
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import Window, plan_dates
+from tether.errors import StoreConnectionLostError, StoreError, TetherError
 from tether.ports import ClaimingStore
-from tether.sweep.runner import Runner
+from tether.records import ClaimedDay
+from tether.sweep.runner import OwnerResult, Runner
 
+log = logging.getLogger("tether.sweep")
 #: How long a claimed owner-day is a worker's before another may take it over.
 DEFAULT_LEASE = timedelta(seconds=120)
+#: Runs of one owner-day when its connection is lost, and of a pass that cannot reach
+#: the store, before giving up (the day is handed back; ``once`` returns).
+DAY_TRIES = 5
+PASS_TRIES = 20
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before try ``attempt + 1``: 0.2, 0.4, 0.8, ... at most 5."""
+    return float(min(0.2 * 2 ** (attempt - 1), 5.0))
+
+
+class WorkerStopping(BaseException):
+    """Raised into a model call in progress when the worker is asked to stop (``Stop``);
+    a BaseException, so that no handler of the day's errors takes it for one."""
+
+
+class Stop:
+    """A worker's stop request: a signal handler (SIGTERM, SIGINT) sets it; inside
+    ``interruptible`` (a model call) it raises ``WorkerStopping`` at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._inside = 0
+
+    def __call__(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        del signum, frame
+        self.requested = True
+        if self._inside:
+            raise WorkerStopping
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        self._inside += 1
+        try:
+            if self.requested:
+                raise WorkerStopping
+            yield
+        finally:
+            self._inside -= 1
 
 
 class NotStaged:
@@ -58,6 +117,17 @@ class WorkerReport(msgspec.Struct, kw_only=True):
     #: The worker's one pool: its size bound, and connections it opened over the run.
     pool_max: int = 0
     connections_opened: int = 0
+    #: Owner-days (and passes) run again after a lost connection; errors by cause (the
+    #: class name) of days handed back and passes that failed otherwise.
+    retried: int = 0
+    errors: dict[str, int] = msgspec.field(default_factory=dict)
+    #: Stopped by a signal; claims, receipts and model marks handed back on the way out.
+    stopped: bool = False
+    handed_back: int = 0
+
+    def error(self, exc: BaseException) -> None:
+        cause = type(exc).__name__
+        self.errors[cause] = self.errors.get(cause, 0) + 1
 
 
 def offer_due(store: ClaimingStore, now: datetime) -> int:
@@ -91,18 +161,65 @@ def sweep_claimed(
     report.claimed += 1
     if day.attempts > 1:
         report.taken_over += 1
-    result = runner.run_owner(day.owner, now, (day.local_date,))
-    outcome: str = result.days[0].status if result.days else result.status
-    if not result.days:  # refused before it ran (already complete, out of order) or skipped
-        outcome = (result.refused_dates[0][1] if result.refused_dates else result.reason) or (
-            outcome
+    reason = None
+    try:
+        result = _run_day(runner, day, now, report)
+    except WorkerStopping:
+        with contextlib.suppress(StoreError):
+            report.handed_back += claims.release(claimant)
+        raise
+    except TetherError as exc:  # one bad day never stops the worker
+        log.warning(
+            "sweep worker: owner %s %s failed (%s): %s",
+            day.owner,
+            day.local_date,
+            type(exc).__name__,
+            exc,
         )
-    claims.finish(day, outcome if outcome != "already_complete" else "complete")
+        report.error(exc)
+        outcome = "error"
+    else:
+        outcome = result.days[0].status if result.days else result.status
+        if not result.days:  # refused before it ran (already complete, out of order), skipped
+            why = result.refused_dates[0][1] if result.refused_dates else result.reason
+            outcome = why or outcome
+        reason = result.days[0].reason if result.days else None
+    _finish(claims.finish, day, outcome if outcome != "already_complete" else "complete")
     report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
-    reason = result.days[0].reason if result.days else None
     if reason:
         report.reasons[reason] = report.reasons.get(reason, 0) + 1
     return True
+
+
+def _run_day(runner: Runner, day: ClaimedDay, now: datetime, report: WorkerReport) -> OwnerResult:
+    """The claimed owner-day, run again while its connection is lost (module docstring)."""
+    for attempt in range(1, DAY_TRIES + 1):
+        try:
+            return runner.run_owner(day.owner, now, (day.local_date,))
+        except StoreConnectionLostError as exc:
+            if attempt == DAY_TRIES:
+                raise
+            log.info("sweep worker: owner %s %s: %s; again", day.owner, day.local_date, exc)
+            report.retried += 1
+            time.sleep(backoff(attempt))
+    raise AssertionError("unreachable")
+
+
+def _finish(finish: Callable[[ClaimedDay, str], bool], day: ClaimedDay, outcome: str) -> None:
+    """Mark the day done or hand it back, tried again on a lost connection (it changes the
+    row only while the claim is still ours: a second try after a lost commit is a no-op);
+    failing that, the claim's lease gives the day back."""
+    for attempt in range(1, DAY_TRIES + 1):
+        try:
+            finish(day, outcome)
+            return
+        except StoreError as exc:
+            if attempt == DAY_TRIES:
+                log.warning(
+                    "sweep worker: owner %s %s not finished: %s", day.owner, day.local_date, exc
+                )
+                return
+            time.sleep(backoff(attempt))
 
 
 def work(
@@ -121,30 +238,59 @@ def work(
     runner is ``runner_for(owner, store, lease)`` (``daemon.fleet``)."""
     report = WorkerReport()
     runners: dict[str, Runner] = {}
-    while not should_stop():
-        report.passes += 1
-        found = stores()
-        moment = now()
-        for owner, store in found.items():
-            offer_due(store, moment)
-            if owner not in runners:
-                runners[owner] = runner_for(owner, store, lease)
-        did = False
-        for owner, store in found.items():
-            while not should_stop() and sweep_claimed(
-                store,
-                runner=runners[owner],
-                claimant=claimant,
-                lease=lease,
-                now=moment,
-                report=report,
-            ):
-                did = True
-        if once:
-            held = sum(Counter(s.claims().counts()).get("claimed", 0) for s in found.values())
-            if not held:
-                return report
-            time.sleep(0.2)  # others hold days: wait for them to finish or expire
-        elif not did:
-            time.sleep(idle)
+    failed = 0  # passes in a row that could not reach the store
+    retries = 0  # passes in a row in which a day failed (``once``)
+    try:
+        while not should_stop():
+            report.passes += 1
+            errors = sum(report.errors.values())
+            try:
+                found = stores()
+                moment = now()
+                for owner, store in found.items():
+                    offer_due(store, moment)
+                    if owner not in runners:
+                        runners[owner] = runner_for(owner, store, lease)
+                did = False
+                for owner, store in found.items():
+                    while not should_stop() and sweep_claimed(
+                        store,
+                        runner=runners[owner],
+                        claimant=claimant,
+                        lease=lease,
+                        now=moment,
+                        report=report,
+                    ):
+                        did = True
+                held = 0
+                if once:
+                    claims = (s.claims().counts() for s in found.values())
+                    held = sum(Counter(c).get("claimed", 0) for c in claims)
+            except StoreError as exc:
+                failed += 1
+                if isinstance(exc, StoreConnectionLostError):
+                    report.retried += 1  # the pass runs again: counted, not an error
+                else:
+                    report.error(exc)
+                log.warning("sweep worker: pass %d: %s", report.passes, exc)
+                if once and failed >= PASS_TRIES:
+                    break
+                time.sleep(backoff(failed))
+                continue
+            failed = 0
+            if once:
+                if sum(report.errors.values()) == errors:
+                    retries = 0
+                    if not held:
+                        break
+                else:  # a day failed and was handed back: a later pass runs it again
+                    retries += 1
+                    if retries >= PASS_TRIES:
+                        break
+                time.sleep(0.2 if not retries else backoff(retries))
+            elif not did:
+                time.sleep(idle)
+    except WorkerStopping:
+        pass
+    report.stopped = should_stop()
     return report

@@ -54,6 +54,10 @@ REASONS = frozenset(
         "secret_in_key",
         # receipts
         "busy",
+        # the model pass's invocation mark (``sweep.stage``)
+        "invocation_busy",
+        "invocation_stalled",
+        "invocation_taken_over",
         "digest_mismatch",
         # decisions
         "added",
