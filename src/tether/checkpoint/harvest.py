@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -48,9 +49,11 @@ from tether.checkpoint.bank import (
     read_segment,
     retire,
 )
-from tether.core.extraction import render_turns
+from tether.core.extraction import ExtractionError, render_turns
+from tether.core.statements import statements
 from tether.core.sweep.state import Fact
 from tether.errors import NotFoundError, TetherError
+from tether.extract.calls import failure_reason
 from tether.extract.extractor import Extractor
 from tether.files import write_atomic
 from tether.ports import SweepStore
@@ -60,6 +63,9 @@ from tether.scan.secrets import redact
 OWNER = "owner"
 CAP: FactAuthority = "agent_reusable_conclusion"
 CHUNK_CHARS = 16_000
+#: How much of a malformed reply the owner is shown.
+EXCERPT_CHARS = 120
+ExtractMode = Literal["model", "extractive", "both"]
 #: A claim older than this is a dead process's: taken over.
 CLAIM_STALE_S = 300.0
 RANK = {"sweep_inference": 1, "agent_reusable_conclusion": 2, "direct_user_statement": 3}
@@ -87,6 +93,15 @@ class Harvested:
     chunks: int = 0
     error: str | None = None
     facts: list[str] = field(default_factory=list)
+    #: What made the facts: "model", "extractive", "model+extractive".
+    path: str = ""
+    #: Why the model gave nothing (a reason code) and, for the owner, the sentence.
+    cause: str | None = None
+    detail: str | None = None
+    model_calls: int = 0
+    model_failed: int = 0
+    #: Facts the extractive path (no model) found.
+    extractive: int = 0
 
 
 class _Progress(msgspec.Struct, kw_only=True):
@@ -95,6 +110,38 @@ class _Progress(msgspec.Struct, kw_only=True):
     duplicate: int = 0
     facts: list[str] = msgspec.field(default_factory=list)
     links: list[str] = msgspec.field(default_factory=list)
+    #: Chunks whose model call failed (retried by the next pass, model only).
+    failed: list[int] = msgspec.field(default_factory=list)
+    model_calls: int = 0
+    model_failed: int = 0
+    model_facts: int = 0
+    extractive: int = 0
+    cause: str | None = None
+    detail: str | None = None
+    error: str | None = None
+
+
+def _path(progress: _Progress, use_model: bool) -> str:
+    parts = []
+    if use_model and progress.model_calls:
+        parts.append("model")
+    if progress.extractive or not use_model:
+        parts.append("extractive")
+    return "+".join(parts) or "model"
+
+
+def model_cause(exc: BaseException) -> tuple[str, str]:
+    """A failed extraction call's reason code (telemetry, the receipt) and a sentence for
+    the owner (the CLI): what happened, with a trimmed excerpt of a malformed reply."""
+    if isinstance(exc, ExtractionError):
+        excerpt = " ".join(exc.excerpt.split())[:EXCERPT_CHARS]
+        return "model_output_malformed", f"the model's reply is not JSON: {excerpt!r}"
+    code = failure_reason(exc)
+    if code.startswith("budget_"):
+        return code, f"refused by [budget] ({code}): nothing was sent"
+    if code == "context_full":
+        return code, f"the prompt does not fit the model's context: {exc}"
+    return code, str(exc)
 
 
 def segment_turns(session: str, text: str) -> list[SourceTurn]:
@@ -168,12 +215,15 @@ class Harvester:
     def __init__(
         self,
         home: Path,
-        extractor: Extractor,
+        extractor: Extractor | None,
         sweep: SweepStore,
         *,
         page_exists: Callable[[str], bool],
         writeback: Callable[[], bool | None],
         now: Callable[[], datetime],
+        mode: ExtractMode = "model",
+        chunk_chars: int = CHUNK_CHARS,
+        absent: str | None = None,
     ) -> None:
         self.home = home
         self.extractor = extractor
@@ -181,6 +231,10 @@ class Harvester:
         self.page_exists = page_exists
         self.writeback = writeback
         self.now = now
+        self.mode: ExtractMode = mode
+        self.chunk_chars = chunk_chars
+        #: Why there is no model (``model_absent``) when ``extractor`` is None.
+        self.absent = absent
 
     # -- the gates -------------------------------------------------------------------
 
@@ -229,7 +283,7 @@ class Harvester:
         name = f"{session}.seg-{hash24}.txt"
         out = Harvested("inserted", name, lane)
         receipt = manifests.read_receipt(self.home, name)
-        if receipt is not None:
+        if receipt is not None and not self._redo(receipt, lane):
             if receipt.segment not in manifests.published(self.home, session):
                 manifests.publish(self.home, receipt)
             out.outcome = "already_ingested"
@@ -246,56 +300,119 @@ class Harvester:
             await self._extract(session, name, hash24, out)
         return out
 
+    def _model_runs(self) -> bool:
+        return self.extractor is not None and self.mode != "extractive"
+
+    def _redo(self, receipt: manifests.Receipt, lane: str) -> bool:
+        """Whether the owner's explicit lane may extract a segment a receipt covers: one
+        that gave nothing, or one only the extractive path read while a model runs now."""
+        if lane != "ingest":
+            return False
+        return receipt.outcome == "empty" or (receipt.path == "extractive" and self._model_runs())
+
     async def _extract(self, session: str, name: str, hash24: str, out: Harvested) -> None:
         text = read_segment(self.home, name)
         progress_path = manifests.receipt_path(self.home, name).with_suffix(".progress")
         progress = _read_progress(progress_path)
-        runs = chunks(segment_turns(session, text))
+        runs = chunks(segment_turns(session, text), self.chunk_chars)
         out.chunks = len(runs)
+        use_model = self._model_runs()
+        retry = set(progress.failed)
+        progress.failed = []
+        segment = name.removesuffix(".txt")
         for i, run in enumerate(runs):
-            if i < progress.chunks_done:
+            if i < progress.chunks_done and i not in retry:
                 continue
-            request = ExtractionRequest(
-                instructions=INSTRUCTIONS,
-                source=render_turns(run),
-                sessions=(session,),
-                turns=tuple(run),
-                segment=name.removesuffix(".txt"),
-                cap=CAP,
-            )
-            extraction = await self.extractor.extract(request)
-            for found in extraction.facts:
-                fact = msgspec.structs.replace(found, text=redact(found.text).text)
+            facts: list[ExtractedFact] = []
+            failed = False
+            if use_model:
+                failed = await self._model_chunk(session, segment, run, progress, facts)
+                if failed:
+                    progress.failed.append(i)
+            if i not in retry and (not use_model or failed or self.mode == "both"):
+                found = statements(run, cap=CAP, segment=segment)
+                progress.extractive += len(found)
+                facts[:0] = found  # the owner's own words first: a slot keeps its first
+            for found_fact in facts:
+                fact = msgspec.structs.replace(found_fact, text=redact(found_fact.text).text)
                 if self._bank_fact(fact, session, name, out.lane):
                     progress.inserted += 1
                 else:
                     progress.duplicate += 1
                 progress.facts.append(fact.text)
                 progress.links.extend(_LINK.findall(fact.text))
-            progress.chunks_done = i + 1
+            progress.chunks_done = max(progress.chunks_done, i + 1)
             _write_progress(progress_path, progress)
-        links = [LINK_PREFIX + name.removesuffix(".txt"), *dict.fromkeys(progress.links)]
+        out.model_calls, out.model_failed = progress.model_calls, progress.model_failed
+        out.extractive, out.path = progress.extractive, _path(progress, use_model)
+        out.cause, out.detail = progress.cause, progress.detail
+        out.inserted, out.duplicate = progress.inserted, progress.duplicate
+        out.facts = list(dict.fromkeys(progress.facts))
+        if progress.failed:
+            # The model failed on some chunks: no receipt, so a later pass retries them
+            # (the extractive path's facts are in already; its progress says so).
+            out.outcome = "fallback" if progress.inserted + progress.duplicate else "failed"
+            out.error = progress.error
+            return
+        if not use_model and out.cause is None:
+            out.cause = self.absent
+        links = [LINK_PREFIX + segment, *dict.fromkeys(progress.links)]
         verified = tuple(link for link in links if self._resolves(link))
         receipt = manifests.Receipt(
             segment=name,
             session=session,
             hash=hash24,
             lane=out.lane,
-            outcome="inserted",
+            outcome="inserted" if progress.inserted + progress.duplicate else "empty",
             time=self.now(),
             inserted=progress.inserted,
             duplicate=progress.duplicate,
             links=verified,
             facts=tuple(dict.fromkeys(progress.facts)),
+            path=out.path,
+            model_calls=progress.model_calls,
+            cause=None if use_model else out.cause,
         )
         manifests.write_receipt(self.home, receipt)
         progress_path.unlink(missing_ok=True)
-        out.inserted, out.duplicate, out.links = receipt.inserted, receipt.duplicate, len(verified)
-        out.facts = list(receipt.facts)
+        out.outcome = receipt.outcome
+        out.links = len(verified)
         try:
             manifests.publish(self.home, receipt)
         except (OSError, TetherError):
             out.outcome = "manifest_failed"
+
+    async def _model_chunk(
+        self,
+        session: str,
+        segment: str,
+        run: list[SourceTurn],
+        progress: _Progress,
+        facts: list[ExtractedFact],
+    ) -> bool:
+        """One model call over ``run``; its facts into ``facts``. True when it failed
+        (the cause, with a trimmed excerpt of a malformed reply, goes in ``progress``)."""
+        assert self.extractor is not None
+        request = ExtractionRequest(
+            instructions=INSTRUCTIONS,
+            source=render_turns(run),
+            sessions=(session,),
+            turns=tuple(run),
+            segment=segment,
+            cap=CAP,
+        )
+        try:
+            extraction = await self.extractor.extract(request)
+        except TetherError as exc:  # the model's failures, the budget's refusal
+            progress.model_failed += 1
+            if progress.cause is None:
+                progress.cause, progress.detail = model_cause(exc)
+                progress.error = type(exc).__name__
+            return True
+        progress.model_calls += 1
+        progress.model_facts += len(extraction.facts)
+        facts.extend(extraction.facts)
+        return False
 
     def _resolves(self, link: str) -> bool:
         """A page read of ``link``: a banked segment, or a page of the store."""

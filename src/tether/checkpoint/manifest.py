@@ -41,6 +41,12 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True):
     duplicate: int = 0
     links: tuple[str, ...] = ()
     facts: tuple[str, ...] = ()
+    #: What made the facts: "model", "extractive" (no model call), "model+extractive".
+    path: str = "model"
+    #: Model calls made (ok) for this segment.
+    model_calls: int = 0
+    #: Why no model ran (``model_absent``), when none did.
+    cause: str | None = None
 
 
 class Manifest(msgspec.Struct, kw_only=True):

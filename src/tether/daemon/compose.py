@@ -26,7 +26,8 @@ from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import GatedLlm, HarvestQueue
 from tether.daemon.vectors import VectorIndexer, open_vectors
-from tether.errors import BadInputError, TetherError
+from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
+from tether.extract.calls import CountedLlm
 from tether.extract.extractor import Extractor
 from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
@@ -366,7 +367,21 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
             runtime.agent.budget,
             runtime.config.llm.max_tokens,
         )
-        extractor = Extractor(llm, slot=slot, max_tokens=runtime.config.llm.max_tokens)
+        config = runtime.config
+        budget = runtime.agent.budget
+        counted = CountedLlm(
+            llm,
+            home,
+            "harvest",
+            now=runtime.agent.clock.now,
+            gated=budget is not None and budget.gated("harvest"),
+        )
+        extractor = Extractor(
+            counted,
+            slot=slot,
+            max_tokens=config.llm.max_tokens,
+            form=config.extract.resolved_form(config.llm),
+        )
 
         def writeback() -> bool | None:
             return load_config(home).checkpoint.auto_writeback
@@ -378,6 +393,8 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
             page_exists=lambda slug: runtime.store.get_page(slug) is not None,
             writeback=writeback,
             now=runtime.agent.clock.now,
+            mode=config.extract.resolved_mode(config.llm),
+            chunk_chars=config.extract.resolved_chunk_chars(config.llm),
         )
         yield HarvestQueue(home, harvester, runtime.agent.clock)
     finally:
@@ -387,25 +404,46 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
 async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) -> Harvested:
     """One segment's harvest in this process (``tether transcripts ingest --facts``): the
     configured model on the background slot, no daemon needed; never gated by
-    ``auto_writeback`` when ``lane`` is ingest."""
-    llm = build_llm(config)
+    ``auto_writeback`` when ``lane`` is ingest. With ``[extract] mode`` extractive, or no
+    model to load (the extra missing, no GGUF), the extractive path alone, saying why."""
+    ex = config.extract
+    llm: Llm | None = None
+    absent: str | None = None
+    if ex.resolved_mode(config.llm) != "extractive":
+        try:
+            llm = build_llm(config)
+        except (ExtraMissingError, EmbeddedModelError) as exc:
+            absent = f"model_absent: {exc}"
     store = open_store(home, config)
     sweep = open_sweep_store(home, config)
     try:
         clock = SystemClock()
         sweep_owners.ensure_default(sweep, clock.now())
         slot = config.slots.background
+        extractor = None
+        if llm is not None:
+            counted = CountedLlm(llm, home, "harvest", now=clock.now)
+            extractor = Extractor(
+                counted,
+                slot=slot,
+                max_tokens=config.llm.max_tokens,
+                form=ex.resolved_form(config.llm),
+            )
         harvester = Harvester(
             home,
-            Extractor(llm, slot=slot, max_tokens=config.llm.max_tokens),
+            extractor,
             sweep,
             page_exists=lambda slug: store.get_page(slug) is not None,
             writeback=lambda: load_config(home).checkpoint.auto_writeback,
             now=clock.now,
+            mode=ex.resolved_mode(config.llm),
+            chunk_chars=ex.resolved_chunk_chars(config.llm),
+            absent=absent,
         )
         return await harvester.harvest(segment, lane=lane)
     finally:
-        await llm.aclose()
+        if llm is not None:
+            await llm.aclose()
         sweep.close()
         store.close()
 

@@ -109,7 +109,7 @@ def excerpt_schema(sessions: Sequence[str]) -> dict[str, Any]:
                         "session": {"type": "string", "enum": sorted(set(sessions))},
                         "first_turn": {"type": "integer", "minimum": 0},
                         "last_turn": {"type": "integer", "minimum": 0},
-                        "reason": {"type": "string", "maxLength": 200},
+                        "reason": {"type": "string"},
                     },
                     "required": ["session", "first_turn", "last_turn"],
                     "additionalProperties": False,
