@@ -356,7 +356,21 @@ class Harvester:
             return
         if not use_model and out.cause is None:
             out.cause = self.absent
-        links = [LINK_PREFIX + segment, *dict.fromkeys(progress.links)]
+        self._receipt(session, name, hash24, progress, out, use_model=use_model)
+        progress_path.unlink(missing_ok=True)
+
+    def _receipt(
+        self,
+        session: str,
+        name: str,
+        hash24: str,
+        progress: _Progress,
+        out: Harvested,
+        *,
+        use_model: bool,
+    ) -> None:
+        """Write the segment's receipt and publish it into the session's manifest."""
+        links = [LINK_PREFIX + name.removesuffix(".txt"), *dict.fromkeys(progress.links)]
         verified = tuple(link for link in links if self._resolves(link))
         receipt = manifests.Receipt(
             segment=name,
@@ -374,7 +388,6 @@ class Harvester:
             cause=None if use_model else out.cause,
         )
         manifests.write_receipt(self.home, receipt)
-        progress_path.unlink(missing_ok=True)
         out.outcome = receipt.outcome
         out.links = len(verified)
         try:
