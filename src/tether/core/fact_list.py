@@ -140,3 +140,21 @@ def grounded(fact: str, turn_text: str) -> bool:
         return False
     source = set(content_words(turn_text))
     return len(words & source) >= max(MIN_CONTENT, GROUNDED_SHARE * len(words))
+
+
+def runs(turns: Sequence[SourceTurn], size: int) -> list[list[SourceTurn]]:
+    """Turns in runs whose text stays under ``size`` characters (a longer turn is a run
+    alone), in order; a run with no owner turn is left out (nothing to cite)."""
+    out: list[list[SourceTurn]] = []
+    run: list[SourceTurn] = []
+    used = 0
+    for t in turns:
+        cost = len(t.text) + 24
+        if run and used + cost > size:
+            out.append(run)
+            run, used = [], 0
+        run.append(t)
+        used += cost
+    if run:
+        out.append(run)
+    return [r for r in out if any(t.role == "owner" for t in r)]

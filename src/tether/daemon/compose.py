@@ -220,15 +220,21 @@ def sweep_runner(
                 config=config.sweep,
                 allow=allow,
             )
+            ex = config.extract
             producer = ModelProducer(
                 stages=FileStages(home),
                 store=main,
                 call=call,
-                extractor=Extractor(llm, slot=config.slots.background),
+                extractor=Extractor(
+                    llm, slot=config.slots.background, form=ex.resolved_form(config.llm)
+                ),
                 config=config.sweep,
                 clock=(clock or SystemClock()).now,
                 allow=allow,
                 staged=producer,
+                mode=ex.resolved_mode(config.llm),
+                form=ex.resolved_form(config.llm),
+                chunk_chars=ex.resolved_chunk_chars(config.llm),
             )
         yield Runner(
             store,
@@ -306,6 +312,32 @@ def sweep_call(
     return call
 
 
+class AbsentLlm:
+    """The model ``[llm]`` names cannot be loaded (the extra missing, no GGUF): every call
+    raises why, so the sweep's extractive path makes the day's page (``[extract] mode``
+    other than "model") and the stage says ``model_failed_model_absent``."""
+
+    def __init__(self, error: TetherError) -> None:
+        self.error = error
+
+    async def complete(self, request: CompletionRequest) -> Completion:  # noqa: ARG002
+        raise self.error
+
+    async def aclose(self) -> None:
+        return None
+
+
+def sweep_llm(config: Config) -> Llm:
+    """The sweep's model; with ``[extract] mode`` other than "model", a model that cannot
+    be loaded is an ``AbsentLlm``, not a refusal of the whole run."""
+    try:
+        return build_llm(config)
+    except (ExtraMissingError, EmbeddedModelError) as exc:
+        if config.extract.resolved_mode(config.llm) == "model":
+            raise
+        return AbsentLlm(exc)
+
+
 def run_sweep(
     home: Path,
     config: Config,
@@ -322,7 +354,7 @@ def run_sweep(
     if not sweep.enabled or sweep.kill_switch:
         with sweep_runner(home, config) as runner:
             return runner.run(now, owners, dates)
-    model = llm if llm is not None else build_llm(config)
+    model = llm if llm is not None else sweep_llm(config)
     main = open_store(home, config)
     try:
         with anyio.from_thread.start_blocking_portal() as portal:
@@ -332,7 +364,10 @@ def run_sweep(
                     budget = build_budget(home, config, main, FixedClock(now), reader)
                 finally:
                     reader.close()
-                call = sweep_call(model, portal.call, budget, config.llm.max_tokens)
+                counted = CountedLlm(
+                    model, home, "sweep", now=lambda: now, gated=budget.gated("sweep")
+                )
+                call = sweep_call(counted, portal.call, budget, config.llm.max_tokens)
                 with sweep_runner(
                     home, config, main=main, call=call, llm=model, clock=FixedClock(now)
                 ) as runner:
