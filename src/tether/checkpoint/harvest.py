@@ -319,6 +319,7 @@ class Harvester:
         use_model = self._model_runs()
         retry = set(progress.failed)
         progress.failed = []
+        progress.cause = progress.detail = progress.error = None  # this pass says its own
         segment = name.removesuffix(".txt")
         for i, run in enumerate(runs):
             if i < progress.chunks_done and i not in retry:

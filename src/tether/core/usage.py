@@ -7,7 +7,7 @@ summaries, and the sweep's and harvest's when they land) come from the ledger's 
 rows. The ledger's refusals of every kind are counted beside them. Extraction calls (the
 harvest's, the sweep's model pass) are also in the call log (``CallRecord``): a failed
 call is counted there (``failed``), and an ungated call (one the ledger never sees) adds
-its call and tokens from there.
+its call and tokens from there (a call that came back: a timed-out one has no tokens).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def report(
         if not c.ok:
             target.failed += 1
             out.total.failed += 1
-        if not c.gated:
+        elif not c.gated:
             target.add(c.cache_n, c.prompt_n, c.predicted_n, prices)
             out.total.add(c.cache_n, c.prompt_n, c.predicted_n, prices)
     out.lines = [lines[k] for k in sorted(lines)]

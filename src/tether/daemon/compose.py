@@ -226,7 +226,10 @@ def sweep_runner(
                 store=main,
                 call=call,
                 extractor=Extractor(
-                    llm, slot=config.slots.background, form=ex.resolved_form(config.llm)
+                    llm,
+                    slot=config.slots.background,
+                    form=ex.resolved_form(config.llm),
+                    on_malformed=llm.malformed if isinstance(llm, CountedLlm) else None,
                 ),
                 config=config.sweep,
                 clock=(clock or SystemClock()).now,
@@ -369,7 +372,7 @@ def run_sweep(
                 )
                 call = sweep_call(counted, portal.call, budget, config.llm.max_tokens)
                 with sweep_runner(
-                    home, config, main=main, call=call, llm=model, clock=FixedClock(now)
+                    home, config, main=main, call=call, llm=counted, clock=FixedClock(now)
                 ) as runner:
                     sweep_owners.ensure_default(runner.store, now)
                     for o in owners or ():
@@ -416,6 +419,7 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
             slot=slot,
             max_tokens=config.llm.max_tokens,
             form=config.extract.resolved_form(config.llm),
+            on_malformed=counted.malformed,
         )
 
         def writeback() -> bool | None:
@@ -463,6 +467,7 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
                 slot=slot,
                 max_tokens=config.llm.max_tokens,
                 form=ex.resolved_form(config.llm),
+                on_malformed=counted.malformed,
             )
         harvester = Harvester(
             home,

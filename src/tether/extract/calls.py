@@ -5,7 +5,9 @@ appends one content-free line per call: the time, the kind (``harvest``, ``sweep
 failed with its reason code (``model_timeout``, ``context_full``, ...), the tokens the
 backend reported, and whether the budget gate records the call too (``gated``). ``tether
 usage`` counts the lines (``core.usage``): failed calls always, and the calls and tokens
-of ungated ones, which the budget ledger never sees. A call the budget gate refuses is
+of ungated ones, which the budget ledger never sees. A reply that came back but is not a
+page (``model_output_malformed``) is its ok line and then a failed line (the extractor
+says so through ``malformed``): one call, one failure. A call the budget gate refuses is
 not a model call (nothing was sent): the ledger counts it as ``refused``.
 
 A line is one ``write`` on an ``O_APPEND`` descriptor; a failure to write never fails the
@@ -130,6 +132,12 @@ class CountedLlm:
         self.ok += 1
         self.record(True, None, completion)
         return completion
+
+    def malformed(self) -> None:
+        """The last call's reply was not a page: a failed line (the call's own ok line
+        holds its tokens)."""
+        self.failed += 1
+        self.record(False, "model_output_malformed", None)
 
     def record(self, ok: bool, reason: str | None, completion: Completion | None) -> None:
         append_call(

@@ -65,8 +65,11 @@ class Extractor:
         max_tokens: int = 2048,
         temperature: float | None = 0.0,
         form: rules.Form = "page",
+        on_malformed: Callable[[], None] | None = None,
     ) -> None:
         self.llm = llm
+        #: Told of every reply that is not a page (``CountedLlm.malformed``: the call log).
+        self.on_malformed = on_malformed
         self.slot = slot
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -135,10 +138,15 @@ class Extractor:
     ) -> Extraction:
         """Validate a reply already received (``extract`` after its call; the sweep when
         it re-reads a staged reply): parse, read the cited turns, earn authorities."""
-        if self.form == "list":
-            draft = fact_list.parse_list(content, request)
-        else:
-            draft = rules.parse_page(content, request)
+        try:
+            if self.form == "list":
+                draft = fact_list.parse_list(content, request)
+            else:
+                draft = rules.parse_page(content, request)
+        except ExtractionError:
+            if self.on_malformed is not None:
+                self.on_malformed()
+            raise
         turns: list[SourceTurn] = []
         if reader is not None:
             for session, first, last in draft.ranges():
