@@ -301,14 +301,16 @@ def segment_text(conv: dict[str, object], n: int) -> str:
 # -- one path ----------------------------------------------------------------------------
 
 
-def config_text(path: str, extra: str) -> str:
+def config_text(path: str, extra: str, model_path: str = "") -> str:
     mode = {"extractive": "extractive", "model": "model", "both": "both"}[path]
-    llm = '[llm]\nbackend = "embedded"\ntimeout_s = 600\n' if path != "extractive" else ""
+    llm = '[llm]\nbackend = "embedded"\ntimeout_s = 900\n' if path != "extractive" else ""
+    if llm and model_path:
+        llm += f"model_path = {json.dumps(model_path)}\n"
     return f'{llm}[expect]\nn_ctx = 4096\n[extract]\nmode = "{mode}"\n{extra}'
 
 
 async def run_conversation(
-    conv: dict[str, object], path: str, sessions: int | None, extra: str, score: Score
+    conv: dict[str, object], sessions: int | None, toml: str, score: Score
 ) -> None:
     from tether.checkpoint.bank import bank_redacted, redact_text
     from tether.config import load_config
@@ -321,7 +323,7 @@ async def run_conversation(
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         init_home(home)
-        (home / "tether.toml").write_text(config_text(path, extra))
+        (home / "tether.toml").write_text(toml)
         config = load_config(home)
         sid = str(conv["sample_id"])
         for n in numbers:
@@ -369,19 +371,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--paths", default="extractive", help="extractive,model,both")
     parser.add_argument("--half", choices=("tune", "report", "both"), default="both")
     parser.add_argument("--sessions", type=int, default=0, help="first N sessions (0: all)")
-    parser.add_argument("--extra", default="", help="more tether.toml lines ([extract] ...)")
+    parser.add_argument("--extra", default="", help="more [extract] lines of tether.toml")
+    parser.add_argument("--model-path", default="", help="a GGUF instead of the bundled model")
     args = parser.parse_args(argv)
     halves = {"tune": [TUNE], "report": [REPORT], "both": [TUNE, REPORT]}[args.half]
     for path in args.paths.split(","):
         for half in halves:
             score = Score()
             for conv in conversations(half):
-                asyncio.run(run_conversation(conv, path, args.sessions, args.extra, score))
+                toml = config_text(path, args.extra, args.model_path)
+                asyncio.run(run_conversation(conv, args.sessions, toml, score))
             line = {
                 "figure": "locomo_extraction",
                 "path": path,
                 "half": "tune" if half == TUNE else "report",
                 "sessions": "all" if not args.sessions else f"first {args.sessions}",
+                "model": args.model_path or ("bundled" if path != "extractive" else None),
                 "recall": round(score.matched_observations / max(1, score.observations), 3),
                 "precision": round(score.matched_facts / max(1, score.facts), 3),
                 "observations": score.observations,
