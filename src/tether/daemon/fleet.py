@@ -65,7 +65,8 @@ def run_worker(
         PgPool(url, max_size=pool_size, application_name=application_name()) as pool,
     ):
         call = sweep_call(llm, portal.call, None, config.llm.max_tokens)
-        extractor = Extractor(llm, slot=config.slots.background)
+        ex = config.extract
+        extractor = Extractor(llm, slot=config.slots.background, form=ex.resolved_form(config.llm))
         opened: dict[str, PostgresSweepStore] = {}
         mains: dict[str, PostgresStore] = {}
 
@@ -84,6 +85,9 @@ def run_worker(
                 extractor=extractor,
                 config=config.sweep,
                 clock=now,
+                mode=ex.resolved_mode(config.llm),
+                form=ex.resolved_form(config.llm),
+                chunk_chars=ex.resolved_chunk_chars(config.llm),
             )
             return worker_runner(store, config.sweep, lease, claimant, producer)
 
