@@ -86,6 +86,7 @@ def test_plain_statements_become_facts_with_a_slot(text: str, fact: str, entity:
         "I think we use pyarrow for the exports.",
         "I appreciate your help with the migration.",  # about the listener
         "I can write the report tomorrow morning.",
+        "If it rains tomorrow and I stay home all day with the kids.",
         "Thanks so much!",
         "My [private] is on 12 June.",
         "I live in [REDACTED:aws-key] these days.",
@@ -93,6 +94,14 @@ def test_plain_statements_become_facts_with_a_slot(text: str, fact: str, entity:
 )
 def test_what_must_not_become_a_fact(text: str) -> None:
     assert said(text) == []
+
+
+def test_two_statements_in_one_sentence_are_two_facts() -> None:
+    text = "Quick context: I'm allergic to peanuts, and we use pyarrow, not fastparquet."
+    assert said(text) == [
+        ("The owner is allergic to peanuts.", "allergy-peanuts"),
+        ("The owner and others use pyarrow, not fastparquet.", "uses-pyarrow"),
+    ]
 
 
 def test_only_the_owners_turns_and_each_fact_cites_its_turn_and_quotes_it() -> None:

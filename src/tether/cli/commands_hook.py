@@ -356,7 +356,7 @@ def _facts_line(row: dict[str, object]) -> str:
         line += f"; no model: {row['cause']}"
     line += ")"
     if outcome == "empty":
-        line += ": no fact found (the model's pages and the extractive path had none)"
+        line += ": no fact found (only this command asks again)"
     return line
 
 

@@ -31,8 +31,9 @@ from tether.records import ExtractionRequest, SourceTurn
 
 #: Facts one reply may list (the array's bound in the grammar).
 MAX_FACTS = 6
-#: A grounded fact carries at least this many content words.
-MIN_CONTENT = 2
+#: A grounded fact carries at least this many content words (as the extractive path's
+#: plain statements: "12 June" alone says nothing).
+MIN_CONTENT = 3
 #: Share of a fact's content words that must be words of the turn it cites.
 GROUNDED_SHARE = 0.5
 

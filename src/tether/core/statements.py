@@ -410,12 +410,18 @@ def prose(text: str) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    """The owner's prose in ``text``, cut into sentences (each stripped)."""
+    """The owner's prose in ``text``, cut into sentences (each stripped), and a sentence
+    into its statements where ", and I ..." joins two (never a hedged or asking one: "if
+    it rains and I stay home" is one hypothetical, not a fact)."""
     out = []
     for piece in _SENTENCE_END.split(prose(text)):
-        s = piece.strip().lstrip("-*•").strip()
-        if s:
-            out.append(s)
+        hedged = "?" in piece or any(
+            w.lower().replace("’", "'") in _HYPOTHETICAL for w in _WORD.findall(piece)
+        )
+        for clause in [piece] if hedged else _CLAUSE.split(piece):
+            s = clause.strip().lstrip("-*•").strip()
+            if s:
+                out.append(s)
     return out
 
 
@@ -445,7 +451,9 @@ _FIXED: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 #: A short opening clause before the owner's subject ("Last Monday, I ...", "Since we
 #: last spoke, I ..."): cut, so the statement after it is read.
-_OPENER = re.compile(r"^[A-Z][\w'’ -]{0,40}?,\s+(?=(?:I|I['’]m|I['’]ve|my|we|our)\b)")
+_OPENER = re.compile(r"^[A-Z][\w'’ -]{0,40}?[,:]\s+(?=(?:I|I['’]m|I['’]ve|my|we|our)\b)")
+#: Where one sentence holds two statements: "..., and we use pyarrow".
+_CLAUSE = re.compile(r",?\s+(?:and|but)\s+(?=(?:I|I['’]m|I['’]ve|we|we['’]re|my|our)\b)")
 #: The listener ("you", "your"): a sentence about them is not a fact about the owner.
 _LISTENER = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|d|ll))\b", re.I)
 _SUBJECT = re.compile(
