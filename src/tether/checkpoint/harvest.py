@@ -5,15 +5,22 @@ IPC (``lane`` harvest), the maintenance pass over ``corpus/`` (``maintenance``),
 ``tether transcripts ingest --facts`` (``ingest``). One segment, in order:
 
 1. a receipt already there: ``already_ingested`` (its manifest published if a publish
-   failed before: no second extraction, ever);
+   failed before: no second extraction), except for the owner's explicit lane (``ingest``)
+   over a receipt that found nothing (``empty``) or that only the extractive path made
+   while a model runs now;
 2. retired in the ledger (banked while ``[checkpoint] auto_writeback`` was false), or
    writeback off now (the segment is retired then), or tether.toml unreadable (held,
    untouched): ``extraction_disabled``; the ingest lane is never gated;
 3. a live claim by another process (``receipts/<segment>.claim``): ``claimed_elsewhere``;
-4. the whole segment (never only its start) is read as turns and sent in chunks of
-   ``CHUNK_CHARS``; after each chunk its counters go to ``receipts/<segment>.progress``,
-   so a retry after an abort resumes at the next chunk (facts are at-least-once: dedup
-   absorbs a chunk done twice);
+4. the whole segment (never only its start) is read as turns, in chunks of
+   ``chunk_chars`` (``[extract]``), each read by the paths ``mode`` names: the model (one
+   constrained call), the extractive path (``core.statements``: the owner's own
+   statements, no model), or both; the extractive path also reads a chunk the model failed
+   on (timeout, malformed reply, context too small, refused by ``[budget]``), and the
+   failure's cause is kept. After each chunk its counters go to
+   ``receipts/<segment>.progress``, so a retry after an abort resumes at the next chunk,
+   and a later pass retries only the chunks the model failed on (facts are at-least-once:
+   dedup absorbs a chunk done twice);
 5. each fact lands in its slot of the sweep store (owner ``owner``) in its own
    transaction: the same text already there is a ``duplicate``; a different text replaces
    it only when strictly stronger (``core.sweep.authority``'s rule). Authority is capped at
@@ -21,8 +28,11 @@ IPC (``lane`` harvest), the maintenance pass over ``corpus/`` (``maintenance``),
    the fact's refs. Recall finds it at its next sync, whatever happens to the links;
 6. candidate links (``tether://...`` in a fact's text, and the segment's own) are kept
    only when a page read resolves them;
-7. the receipt is written, then published into the session's manifest; a failed publish
-   is ``manifest_failed`` and the next pass re-publishes the receipt.
+7. when the model failed on any chunk, no receipt: the outcome is ``fallback`` (the
+   extractive path learned something) or ``failed``, with the cause, and the next pass
+   retries; else the receipt is written (``inserted``, or ``empty`` when no path found a
+   fact; ``path`` says which made the facts), then published into the session's
+   manifest; a failed publish is ``manifest_failed`` and the next pass re-publishes it.
 """
 
 from __future__ import annotations

@@ -23,6 +23,12 @@ home's files, or the store's table for a sweep worker):
 A retry reads the stage and never calls the model again for that day. Calls go through
 ``call``, which the composition root builds over the background slot's gate and the
 budget gate.
+
+``[extract]`` changes the pass (``sweep.learned``): with the short form (small models)
+phases A and B are replaced by one call per run of a session's turns; with mode
+``both`` the owner's own statements (``core.statements``) are merged in first, and a
+failed model pass no longer leaves the day incomplete: the page is theirs alone and the
+stage's counts say ``model_failed_<reason>``; with mode ``extractive`` no call is made.
 """
 
 from __future__ import annotations
