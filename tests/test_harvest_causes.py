@@ -7,8 +7,11 @@ calls, ok and failed."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from checkpoint_helpers import TETHER_SESSION, Transcript, segments
 from daemon_helpers import tether
@@ -180,3 +183,40 @@ def test_an_embedded_backend_without_its_model_says_so_and_learns_by_the_extract
     assert "by extractive; no model: model_absent" in out
     assert "missing.gguf" in out
     assert "allergy-peanuts" in facts(home)
+
+
+@pytest.mark.anyio
+async def test_a_budget_refusal_is_named_sends_nothing_and_is_no_failed_call(
+    home: Path, fake: FakeLlama, tmp_path: Path
+) -> None:
+    from tether.checkpoint.bank import bank_redacted, redact_text
+    from tether.daemon.compose import build_runtime, harvest_queue
+    from tether.testing.clock import StepClock
+
+    configure(home, fake, "[budget.harvest]\ncall_tokens = 10\n")
+    text = "[2026-11-01T10:00:00Z] USER: I live in Lisbon and I work at Acme Robotics.\n"
+    report = bank_redacted(
+        home,
+        TETHER_SESSION,
+        redact_text(text),
+        what="test",
+        time=datetime(2026, 11, 1, 10, tzinfo=UTC),
+        source="test",
+    )
+    assert report.path is not None
+    runtime = build_runtime(home, load_config(home), clock=StepClock())
+    try:
+        with harvest_queue(runtime) as queue:
+            out = await queue.run_one(report.path.name, "harvest")
+    finally:
+        await runtime.aclose()
+    assert (out.outcome, out.cause, out.path) == ("fallback", "budget_call", "extractive")
+    assert out.detail is not None
+    assert "refused by [budget]" in out.detail
+    assert fake.requests == []  # nothing was sent
+    assert read_receipt(home, report.path.name) is None  # retried once the budget allows
+    learned = facts(home)
+    assert learned["home"].text == "The owner lives in Lisbon."
+    assert learned["employer"].text == "The owner works at Acme Robotics."
+    harvest = usage(home)
+    assert (harvest["refused"], harvest["failed"], harvest["calls"]) == (1, 0, 0)
