@@ -15,7 +15,7 @@ import pytest
 
 from checkpoint_helpers import TETHER_SESSION, Transcript, segments
 from daemon_helpers import tether
-from tether.checkpoint.manifest import read_receipt
+from tether.checkpoint.manifest import read_manifests, read_receipt
 from tether.config import load_config
 from tether.stores import open_sweep_store
 from tether.testing.fake_llama import FakeLlama, Reply
@@ -169,6 +169,9 @@ def test_the_extractive_mode_calls_no_model_and_a_later_model_run_is_allowed(
     assert (row["outcome"], row["path"]) == ("inserted", "model")
     assert len(fake.requests) == 1
     assert "ledger-db" in facts(home)
+    [published] = read_manifests(home, TETHER_SESSION)  # the newer receipt replaced it
+    assert published.path == "model"
+    assert "The ledger service runs on PostgreSQL 16" in published.facts
 
 
 def test_an_embedded_backend_without_its_model_says_so_and_learns_by_the_extractive_path(
