@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "bench-data" / "locomo"
 TUNE = ("conv-26", "conv-41", "conv-42", "conv-43")
@@ -309,14 +310,48 @@ def config_text(path: str, extra: str, model_path: str = "") -> str:
     return f'{llm}[expect]\nn_ctx = 4096\n[extract]\nmode = "{mode}"\n{extra}'
 
 
+class MemoLlm:
+    """The bundled model once per distinct request: greedy decoding with a fixed seed
+    makes the "both" path's calls the "model" path's, so they are answered from memory
+    (``misses`` and ``model_s`` count only what the model really did)."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.memo: dict[str, Any] = {}
+        self.misses = 0
+        self.model_s = 0.0
+        self.prompt_n = 0
+        self.predicted_n = 0
+
+    async def complete(self, request: Any) -> Any:
+        import msgspec
+
+        key = msgspec.json.encode(request).decode()
+        if key not in self.memo:
+            start = time.perf_counter()
+            got = await self.llm.complete(request)
+            self.model_s += time.perf_counter() - start
+            self.misses += 1
+            self.prompt_n += got.prompt_n
+            self.predicted_n += got.predicted_n
+            self.memo[key] = got
+        return self.memo[key]
+
+    async def aclose(self) -> None:
+        return None
+
+
 async def run_conversation(
-    conv: dict[str, object], sessions: int | None, toml: str, score: Score
+    conv: dict[str, object], sessions: int | None, toml: str, score: Score, llm: MemoLlm | None
 ) -> None:
     from tether.checkpoint.bank import bank_redacted, redact_text
+    from tether.checkpoint.harvest import Harvester
     from tether.config import load_config
-    from tether.daemon.compose import harvest_now
+    from tether.extract.calls import CountedLlm
+    from tether.extract.extractor import Extractor
     from tether.home import init_home
     from tether.stores import open_sweep_store
+    from tether.sweep import owners
 
     names = names_of(conv)
     numbers = session_numbers(conv)[: sessions or None]
@@ -325,6 +360,30 @@ async def run_conversation(
         init_home(home)
         (home / "tether.toml").write_text(toml)
         config = load_config(home)
+        ex = config.extract
+        sweep = open_sweep_store(home, config)
+        owners.ensure_default(sweep, datetime.now(UTC))
+        extractor = None
+        if llm is not None and ex.resolved_mode(config.llm) != "extractive":
+            # as harvest_now builds it, over the shared model
+            counted = CountedLlm(llm, home, "harvest", now=lambda: datetime.now(UTC))
+            extractor = Extractor(
+                counted,
+                slot=config.slots.background,
+                max_tokens=config.llm.max_tokens,
+                form=ex.resolved_form(config.llm),
+                on_malformed=counted.malformed,
+            )
+        harvester = Harvester(
+            home,
+            extractor,
+            sweep,
+            page_exists=lambda _: False,
+            writeback=lambda: None,
+            now=lambda: datetime.now(UTC),
+            mode=ex.resolved_mode(config.llm),
+            chunk_chars=ex.resolved_chunk_chars(config.llm),
+        )
         sid = str(conv["sample_id"])
         for n in numbers:
             session = f"{sid}-s{n}"
@@ -334,13 +393,14 @@ async def run_conversation(
             )
             assert report.path is not None
             start = time.perf_counter()
-            out = await harvest_now(home, config, report.path.name, lane="ingest")
+            out = await harvester.harvest(report.path.name, lane="ingest")
             score.seconds += time.perf_counter() - start
             score.outcomes[out.outcome] = score.outcomes.get(out.outcome, 0) + 1
-            score.model_calls += out.model_calls
+            score.model_calls += out.model_calls + out.model_failed
             c = conv["conversation"]
             assert isinstance(c, dict)
             score.turns += len(c[f"session_{n}"])
+        sweep.close()
         sweep = open_sweep_store(home, config)
         try:
             with sweep.transaction() as tx:
@@ -374,30 +434,65 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--extra", default="", help="more [extract] lines of tether.toml")
     parser.add_argument("--model-path", default="", help="a GGUF instead of the bundled model")
     args = parser.parse_args(argv)
+    asyncio.run(run(args))
+
+
+async def run(args: argparse.Namespace) -> None:
     halves = {"tune": [TUNE], "report": [REPORT], "both": [TUNE, REPORT]}[args.half]
-    for path in args.paths.split(","):
+    paths = args.paths.split(",")
+    llm: MemoLlm | None = None
+    if any(p != "extractive" for p in paths):
+        from tether.llm.embedded import EmbeddedLlm, resolve_model_path
+
+        embedded = EmbeddedLlm(resolve_model_path(args.model_path), n_ctx=4096, timeout_s=900)
+        llm = MemoLlm(embedded)
+    try:
         for half in halves:
-            score = Score()
-            for conv in conversations(half):
-                toml = config_text(path, args.extra, args.model_path)
-                asyncio.run(run_conversation(conv, args.sessions, toml, score))
-            line = {
-                "figure": "locomo_extraction",
-                "path": path,
-                "half": "tune" if half == TUNE else "report",
-                "sessions": "all" if not args.sessions else f"first {args.sessions}",
-                "model": args.model_path or ("bundled" if path != "extractive" else None),
-                "recall": round(score.matched_observations / max(1, score.observations), 3),
-                "precision": round(score.matched_facts / max(1, score.facts), 3),
-                "observations": score.observations,
-                "facts": score.facts,
-                "turns": score.turns,
-                "model_calls": score.model_calls,
-                "seconds": round(score.seconds, 1),
-                "turns_per_s": round(score.turns / max(score.seconds, 1e-9), 2),
-                "outcomes": score.outcomes,
-            }
-            print(json.dumps(line), flush=True)
+            for path in paths:
+                await one(args, half, path, llm)
+    finally:
+        if llm is not None:
+            await llm.llm.aclose()
+
+
+async def one(
+    args: argparse.Namespace, half: tuple[str, ...], path: str, llm: MemoLlm | None
+) -> None:
+    score = Score()
+    before = (
+        (0, 0.0, 0, 0) if llm is None else (llm.misses, llm.model_s, llm.prompt_n, llm.predicted_n)
+    )
+    for conv in conversations(half):
+        toml = config_text(path, args.extra, args.model_path)
+        await run_conversation(conv, args.sessions, toml, score, llm)
+    line: dict[str, Any] = {
+        "figure": "locomo_extraction",
+        "path": path,
+        "half": "tune" if half == TUNE else "report",
+        "sessions": "all" if not args.sessions else f"first {args.sessions}",
+        "model": args.model_path or ("bundled" if path != "extractive" else None),
+        "recall": round(score.matched_observations / max(1, score.observations), 3),
+        "precision": round(score.matched_facts / max(1, score.facts), 3),
+        "observations": score.observations,
+        "facts": score.facts,
+        "turns": score.turns,
+        "model_calls": score.model_calls,
+        "outcomes": score.outcomes,
+    }
+    if llm is not None and path != "extractive":
+        calls = llm.misses - before[0]
+        model_s = llm.model_s - before[1]
+        line.update(
+            model_calls_made=calls,  # 0 when every call was answered from the memo
+            model_s=round(model_s, 1),
+            s_per_call=round(model_s / calls, 1) if calls else None,
+            prompt_n=llm.prompt_n - before[2],
+            predicted_n=llm.predicted_n - before[3],
+            predicted_per_s=round((llm.predicted_n - before[3]) / model_s, 2) if calls else None,
+        )
+    else:
+        line.update(seconds=round(score.seconds, 1))
+    print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":
