@@ -293,7 +293,9 @@ class ExtractConfig(_Section, frozen=True):
 
     #: "model": the model, and the extractive path (no model) only when the model is
     #: absent, refused or fails; "extractive": never a model call; "both": the model and
-    #: the extractive path merged; "auto": "both" with the short form, else "model".
+    #: the extractive path merged; "auto": "extractive" for the bundled model (on LoCoMo's
+    #: tuning half its facts added no match and cost precision: benchmarks/RESULTS.md),
+    #: else "model".
     mode: Literal["auto", "model", "extractive", "both"] = "auto"
     #: The model's reply: "page" (the full candidate page), "list" (a flat list of short
     #: facts with turn numbers, for small models); "auto": "list" for the bundled model
@@ -310,7 +312,7 @@ class ExtractConfig(_Section, frozen=True):
     def resolved_mode(self, llm: LlmConfig) -> Literal["model", "extractive", "both"]:
         if self.mode != "auto":
             return self.mode
-        return "both" if self.resolved_form(llm) == "list" else "model"
+        return "extractive" if self.resolved_form(llm) == "list" else "model"
 
     def resolved_chunk_chars(self, llm: LlmConfig) -> int:
         if self.chunk_chars:
