@@ -45,6 +45,11 @@ RANK: dict[str, int] = {
     "direct_user_statement": 3,
 }
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
@@ -52,84 +57,15 @@ _CODE_CHARS = re.compile(r"[{}<>=|\\$#@^~`\[\]]|::|->|=>|\w\(|\)\s*;|;\s*$|/\w+/
 _DOTTED = re.compile(r"\b\w+\.\w+\.\w+\b")  # a.b.c: a module path or a version, not prose
 _PLACEHOLDER = re.compile(r"\[(?:private|REDACTED[^\]]*)\]", re.I)
 
-_QUESTION_FIRST = frozenset(
-    [
-        "what",
-        "why",
-        "how",
-        "when",
-        "where",
-        "who",
-        "whom",
-        "whose",
-        "which",
-        "can",
-        "could",
-        "would",
-        "should",
-        "shall",
-        "will",
-        "do",
-        "does",
-        "did",
-        "is",
-        "are",
-        "am",
-        "was",
-        "were",
-        "have",
-        "has",
-        "had",
-        "may",
-        "might",
-        "must",
-        "isn't",
-        "aren't",
-        "don't",
-        "doesn't",
-        "didn't",
-        "won't",
-        "wouldn't",
-        "shouldn't",
-        "couldn't",
-        "can't",
-        "anyone",
-        "anybody",
-    ]
+_QUESTION_FIRST = _words(
+    "what why how when where who whom whose which can could would should shall will "
+    "do does did is are am was were have has had may might must isn't aren't don't "
+    "doesn't didn't won't wouldn't shouldn't couldn't can't anyone anybody"
 )
-_HYPOTHETICAL = frozenset(
-    [
-        "if",
-        "unless",
-        "whether",
-        "suppose",
-        "supposing",
-        "imagine",
-        "maybe",
-        "perhaps",
-        "possibly",
-        "probably",
-        "might",
-        "would",
-        "could",
-        "should",
-        "wish",
-        "hope",
-        "hoping",
-        "wonder",
-        "wondering",
-        "assume",
-        "assuming",
-        "pretend",
-        "hypothetically",
-        "guess",
-        "i'd",
-        "we'd",
-        "i'll",
-        "we'll",
-        "think",
-        "thinking",
-    ]
+_HYPOTHETICAL = _words(
+    "if unless whether suppose supposing imagine maybe perhaps possibly probably "
+    "might would could should wish hope hoping wonder wondering assume assuming "
+    "pretend hypothetically guess i'd we'd i'll we'll think thinking"
 )
 _NEGATION = re.compile(
     r"\b(?:not|no|never|nothing|nobody|none|neither|nor|cannot|no longer)\b|n['’]t\b", re.I
@@ -145,204 +81,27 @@ _TOOL_OUTPUT = re.compile(
     re.I,
 )
 
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "so",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "from",
-        "with",
-        "by",
-        "as",
-        "into",
-        "onto",
-        "about",
-        "over",
-        "under",
-        "after",
-        "before",
-        "than",
-        "then",
-        "that",
-        "this",
-        "these",
-        "those",
-        "there",
-        "here",
-        "it",
-        "its",
-        "it's",
-        "i",
-        "i'm",
-        "i've",
-        "me",
-        "my",
-        "mine",
-        "myself",
-        "we",
-        "we're",
-        "we've",
-        "us",
-        "our",
-        "ours",
-        "ourselves",
-        "you",
-        "your",
-        "is",
-        "am",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "have",
-        "has",
-        "had",
-        "do",
-        "does",
-        "did",
-        "just",
-        "really",
-        "very",
-        "also",
-        "too",
-        "still",
-        "now",
-        "some",
-        "any",
-        "all",
-        "much",
-        "many",
-        "more",
-        "most",
-        "own",
-        "one",
-        "two",
-        "really",
-        "quite",
-        "lot",
-        "lots",
-        "bit",
-        "kind",
-        "sort",
-        "get",
-        "got",
-        "getting",
-        "gets",
-        "thing",
-        "things",
-        "stuff",
-        "like",
-    ]
+_STOP = _words(
+    "a an the and or but so to of in on at for from with by as into onto about over "
+    "under after before than then that this these those there here it its it's i i'm "
+    "i've me my mine myself we we're we've us our ours ourselves you your is am are "
+    "was were be been being have has had do does did just really very also too still "
+    "now some any all much many more most own one two quite lot lots bit kind sort "
+    "get got getting gets thing things stuff like"
 )
-_S_EXCEPTIONS = frozenset(["is", "was", "has", "does", "goes"])
+_S_EXCEPTIONS = _words("is was has does goes")
 _PRESENT_IRREGULAR = {"have": "has", "do": "does", "go": "goes", "am": "is", "be": "is"}
-_PAST = frozenset(
-    [
-        "was",
-        "were",
-        "had",
-        "did",
-        "went",
-        "made",
-        "took",
-        "got",
-        "came",
-        "saw",
-        "found",
-        "gave",
-        "told",
-        "felt",
-        "left",
-        "kept",
-        "thought",
-        "knew",
-        "began",
-        "began",
-        "ran",
-        "brought",
-        "bought",
-        "caught",
-        "taught",
-        "sold",
-        "held",
-        "met",
-        "paid",
-        "sat",
-        "stood",
-        "understood",
-        "wrote",
-        "read",
-        "heard",
-        "spent",
-        "lost",
-        "won",
-        "built",
-        "sent",
-        "lent",
-        "meant",
-        "put",
-        "set",
-        "let",
-        "cut",
-        "hit",
-        "quit",
-        "became",
-        "grew",
-        "drew",
-        "threw",
-        "flew",
-        "wore",
-        "tore",
-        "swore",
-        "chose",
-        "froze",
-        "spoke",
-        "broke",
-        "woke",
-        "drove",
-        "rode",
-        "rose",
-        "fell",
-        "forgot",
-        "became",
-    ]
+_PAST = _words(
+    "was were had did went made took got came saw found gave told felt left kept "
+    "thought knew began ran brought bought caught taught sold held met paid sat stood "
+    "understood wrote read heard spent lost won built sent lent meant put set let cut "
+    "hit quit became grew drew threw flew wore tore swore chose froze spoke broke "
+    "woke drove rode rose fell forgot"
 )
-_MODALS = frozenset(["can", "could", "will", "would", "shall", "should", "may", "might", "must"])
-_ADVERBS = frozenset(
-    [
-        "just",
-        "also",
-        "still",
-        "always",
-        "often",
-        "usually",
-        "recently",
-        "finally",
-        "actually",
-        "really",
-        "already",
-        "even",
-        "only",
-        "sometimes",
-        "totally",
-        "mostly",
-        "generally",
-        "normally",
-        "currently",
-        "now",
-    ]
+_MODALS = _words("can could will would shall should may might must")
+_ADVERBS = _words(
+    "just also still always often usually recently finally actually really already "
+    "even only sometimes totally mostly generally normally currently now"
 )
 
 
