@@ -190,3 +190,51 @@ def test_the_ledger_adds_summaries_and_refusals_but_not_turns_twice() -> None:
         main_slot=0,
     )
     assert share.main_cache_hit_share == 0.9
+
+
+def test_extraction_calls_count_once_whether_gated_or_not_and_failures_apart() -> None:
+    from tether.core.usage import CallRecord
+
+    now = datetime(2026, 11, 1, 9, tzinfo=UTC)
+
+    def call(kind: str, *, ok: bool, gated: bool, reason: str | None = None) -> CallRecord:
+        return CallRecord(
+            time=now,
+            kind=kind,  # type: ignore[arg-type]
+            session=kind,
+            ok=ok,
+            reason=reason,
+            gated=gated,
+            prompt_n=100 if ok else 0,
+            predicted_n=10 if ok else 0,
+        )
+
+    ledger = [  # the gated sweep call, settled in the ledger
+        SpendRow(
+            time=now,
+            day="2026-11-01",
+            kind="sweep",
+            session="sweep",
+            state="settled",
+            bound_tokens=500,
+            bound_usd=0.0,
+            prompt_n=100,
+            predicted_n=10,
+        )
+    ]
+    calls = [
+        call("harvest", ok=True, gated=False),
+        call("harvest", ok=True, gated=False),
+        call("harvest", ok=False, gated=False, reason="model_output_malformed"),
+        call("harvest", ok=False, gated=False, reason="model_timeout"),
+        call("sweep", ok=True, gated=True),  # its tokens are the ledger's
+        call("sweep", ok=False, gated=True, reason="model_timeout"),
+    ]
+    done = report(
+        [], ledger, zone=UTC, prices=Prices(), by="kind", since=None, main_slot=0, calls=calls
+    )
+    by_key = {line.key: line for line in done.lines}
+    assert (by_key["harvest"].calls, by_key["harvest"].failed) == (2, 2)
+    assert by_key["harvest"].prompt_n == 200
+    assert (by_key["sweep"].calls, by_key["sweep"].failed, by_key["sweep"].prompt_n) == (1, 1, 100)
+    assert (done.total.calls, done.total.failed) == (3, 3)

@@ -160,7 +160,19 @@ def test_a_hook_killed_after_its_write_is_extracted_by_the_maintenance_pass(
         assert receipt is not None
         assert receipt.lane == "maintenance"
         assert receipt.inserted == 1
-        assert [f.entity for f in facts(home)] == ["deploy-region"]
+        # the other window (the session start banked it) got no page from the fake, so
+        # its reply is not JSON: the extractive path learns the owner's own statement,
+        # and no receipt is kept for it, so a later pass asks the model again
+        fell_back = [x for x in harvest_lines(home) if x["outcome"] == "fallback"]
+        assert [(x["cause"], x["path"]) for x in fell_back] == [
+            ("model_output_malformed", "extractive")
+        ]
+        assert read_receipt(home, fell_back[0]["segment"]) is None
+        by_entity = {f.entity: f for f in facts(home)}
+        assert sorted(by_entity) == ["deploy-region", "settled-postgresql-16"]
+        assert by_entity["settled-postgresql-16"].text == (
+            "The owner and others settled on PostgreSQL 16 for the ledger service."
+        )
 
 
 def write_config(home: Path, fake: FakeLlama, extra: str = "") -> None:

@@ -290,6 +290,38 @@ class RecallConfig(_Section, frozen=True):
     vectors: Literal["auto"] | bool = "auto"
 
 
+class ExtractConfig(_Section, frozen=True):
+    """Fact extraction (the checkpoint harvest, the sweep's model pass)."""
+
+    #: "model": the model, and the extractive path (no model) only when the model is
+    #: absent, refused or fails; "extractive": never a model call; "both": the model and
+    #: the extractive path merged; "auto": "extractive" for the bundled model (on LoCoMo's
+    #: tuning half its facts added no match and cost precision: benchmarks/RESULTS.md),
+    #: else "model".
+    mode: Literal["auto", "model", "extractive", "both"] = "auto"
+    #: The model's reply: "page" (the full candidate page), "list" (a flat list of short
+    #: facts with turn numbers, for small models); "auto": "list" for the bundled model
+    #: (backend "embedded" with no model_path), else "page".
+    form: Literal["auto", "page", "list"] = "auto"
+    #: Characters of transcript per harvest call; 0: by form (page 16000, list 1500).
+    chunk_chars: NonNegativeInt = 0
+
+    def resolved_form(self, llm: LlmConfig) -> Literal["page", "list"]:
+        if self.form != "auto":
+            return self.form
+        return "list" if llm.backend == "embedded" and not llm.model_path else "page"
+
+    def resolved_mode(self, llm: LlmConfig) -> Literal["model", "extractive", "both"]:
+        if self.mode != "auto":
+            return self.mode
+        return "extractive" if self.resolved_form(llm) == "list" else "model"
+
+    def resolved_chunk_chars(self, llm: LlmConfig) -> int:
+        if self.chunk_chars:
+            return self.chunk_chars
+        return 1500 if self.resolved_form(llm) == "list" else 16_000
+
+
 class Config(_Section, frozen=True):
     llm: LlmConfig = msgspec.field(default_factory=LlmConfig)
     expect: ExpectConfig = msgspec.field(default_factory=ExpectConfig)
@@ -305,6 +337,7 @@ class Config(_Section, frozen=True):
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
     recall: RecallConfig = msgspec.field(default_factory=RecallConfig)
     checkpoint: CheckpointConfig = msgspec.field(default_factory=CheckpointConfig)
+    extract: ExtractConfig = msgspec.field(default_factory=ExtractConfig)
 
     def __post_init__(self) -> None:
         if self.slots.main == self.slots.background:

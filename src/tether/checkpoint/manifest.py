@@ -41,6 +41,12 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True):
     duplicate: int = 0
     links: tuple[str, ...] = ()
     facts: tuple[str, ...] = ()
+    #: What made the facts: "model", "extractive" (no model call), "model+extractive".
+    path: str = "model"
+    #: Model calls made (ok) for this segment.
+    model_calls: int = 0
+    #: Why no model ran (``model_absent``), when none did.
+    cause: str | None = None
 
 
 class Manifest(msgspec.Struct, kw_only=True):
@@ -85,16 +91,21 @@ def _read_manifest(path: Path, session: str) -> Manifest:
 
 
 def publish(home: Path, receipt: Receipt) -> bool:
-    """Put ``receipt`` in its session's manifest (once); whether it was added."""
+    """Put ``receipt`` in its session's manifest (once; a newer receipt of the same
+    segment, from the owner's explicit re-extraction, replaces it); whether it changed."""
     path = manifest_path(home, receipt.session)
     folder = corpus_dir(home)
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         doc = _read_manifest(path, receipt.session)
-        if any(r.segment == receipt.segment for r in doc.published):
+        held = [i for i, r in enumerate(doc.published) if r.segment == receipt.segment]
+        if held and doc.published[held[0]].time >= receipt.time:
             return False
-        doc.published.append(receipt)
+        if held:
+            doc.published[held[0]] = receipt
+        else:
+            doc.published.append(receipt)
         write_atomic(path, msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n")
         return True
     finally:

@@ -355,6 +355,7 @@ def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: boo
         raise NotFoundError(f"no transcript {path}")
     allow = home_allow(home)
     results = []
+    failed = False
     for one in transcripts_in(path):
         session, report = bank_transcript(home, one, harness, datetime.now(UTC), allow)
         catch_up(home, allow=allow, slot=config.slots.main, wait=True)  # into recall
@@ -373,18 +374,46 @@ def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: boo
                 inserted=done.inserted,
                 duplicate=done.duplicate,
                 links=done.links,
+                path=done.path,
+                cause=done.cause,
+                detail=done.detail,
+                model_calls=done.model_calls,
+                model_failed=done.model_failed,
+                extractive=done.extractive,
             )
+            failed = failed or done.outcome == "failed"
         results.append(row)
         if not as_json:
-            extra = (
-                f"; facts: {row['outcome']} ({row['inserted']} new, {row['duplicate']} already"
-                " known)"
-                if "outcome" in row
-                else ""
-            )
-            click.echo(f"{one}: {report.code} {report.link or ''}{extra}")
+            click.echo(f"{one}: {report.code} {report.link or ''}{_facts_line(row)}")
     if as_json:
         echo_json(results)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _facts_line(row: dict[str, object]) -> str:
+    """What ``--facts`` did, said plainly: how many, by which path, and why the model
+    gave nothing when it did not."""
+    if "outcome" not in row:
+        return ""
+    outcome = row["outcome"]
+    counts = f"{row['inserted']} new, {row['duplicate']} already known"
+    if outcome in ("fallback", "failed"):
+        what = "by the extractive path only" if outcome == "fallback" else "none learned"
+        return (
+            f"; facts: {outcome} ({counts}, {what}): the model failed on "
+            f"{row['model_failed']} call(s): {row['cause']}: {row['detail']}; "
+            "no receipt kept, so the next run retries"
+        )
+    if outcome == "already_ingested":
+        return "; facts: already_ingested (a receipt covers this segment)"
+    line = f"; facts: {outcome} ({counts}, by {row['path'] or 'nothing'}"
+    if row.get("cause"):
+        line += f"; no model: {row['cause']}"
+    line += ")"
+    if outcome == "empty":
+        line += ": no fact found (only this command asks again)"
+    return line
 
 
 COMMANDS = [hook_group, context_pack_cmd, transcripts_group]

@@ -172,7 +172,13 @@ def _print_report(report: Any) -> None:
         click.echo(f"sweep {report.status} ({report.reason}): nothing written")
         return
     for o in report.owners:
-        days = ", ".join(f"{d.local_date} {d.status}" for d in o.days) or "no due days"
+        days = (
+            ", ".join(
+                f"{d.local_date} {d.status}" + (f" ({d.reason})" if d.reason else "")
+                for d in o.days
+            )
+            or "no due days"
+        )
         why = f" ({o.reason})" if o.reason else ""
         click.echo(f"{o.owner}: {o.status}{why}; {days}")
         if o.reason == "timezone_changed_requires_reconciliation":

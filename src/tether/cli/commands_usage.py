@@ -28,7 +28,9 @@ def usage_cmd(ctx: Context, since: str | None, by: str, as_json: bool) -> None:
 
     Turns (live, heartbeat, cron) are summed from the session logs' Usage records; compaction
     and tool-output summaries from the budget gate's ledger, which also counts the calls
-    [budget] refused. Days are the owner's local days; cost uses [budget] usd_per_mtok_*.
+    [budget] refused; the harvest's and the sweep's extraction calls also from
+    telemetry/model_calls.jsonl (every call, ok or failed: the failed column). Days are the
+    owner's local days; cost uses [budget] usd_per_mtok_*.
     """
     from zoneinfo import ZoneInfo
 
@@ -36,6 +38,7 @@ def usage_cmd(ctx: Context, since: str | None, by: str, as_json: bool) -> None:
     from tether.core.sweep.windows import parse_date
     from tether.core.usage import report
     from tether.daemon.compose import home_zone
+    from tether.extract.calls import read_calls
     from tether.sessions.usage import logged_usage
 
     first = parse_date(since) if since is not None else None
@@ -53,6 +56,7 @@ def usage_cmd(ctx: Context, since: str | None, by: str, as_json: bool) -> None:
         by=by,  # type: ignore[arg-type]  # click.Choice checked it
         since=first,
         main_slot=config.slots.main,
+        calls=read_calls(ctx.home),
     )
     if as_json:
         echo_json(
@@ -71,7 +75,7 @@ def usage_cmd(ctx: Context, since: str | None, by: str, as_json: bool) -> None:
     width = max([len(by), 5, *(len(line.key) for line in done.lines)])
     click.echo(
         f"{by:<{width}} {'calls':>7} {'prompt_n':>11} {'cache_n':>11} {'predicted_n':>11}"
-        f" {'usd':>10} {'refused':>7}"
+        f" {'usd':>10} {'refused':>7} {'failed':>6}"
     )
     for line in [*done.lines, done.total]:
         click.echo(_row(dataclasses.asdict(line), width))
@@ -84,6 +88,7 @@ def _row(line: dict[str, Any], width: int) -> str:
     return (
         f"{line['key']:<{width}} {line['calls']:>7} {line['prompt_n']:>11} {line['cache_n']:>11}"
         f" {line['predicted_n']:>11} {line['usd']:>10.4f} {line['refused']:>7}"
+        f" {line['failed']:>6}"
     )
 
 

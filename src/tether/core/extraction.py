@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -53,6 +53,10 @@ MIN_QUOTE_CHARS = 8
 MAX_TURN_SPAN = 64
 MAX_FOLDER = 64
 MAX_FOLDERS = 64
+
+#: The reply's form: the full candidate page, or the short list for small models
+#: (``core.fact_list``).
+Form = Literal["page", "list"]
 
 RANK: dict[str, int] = {
     "sweep_inference": 1,
@@ -84,16 +88,19 @@ def page_schema(
 ) -> dict[str, Any]:
     """The JSON schema a candidate page must follow (llama-server ``response_format``,
     the embedded backend's grammar). Cited sessions are an enum of the source's; the
-    folders part is there only when ``folder_sessions`` is not empty."""
+    folders part is there only when ``folder_sessions`` is not empty. Strings carry no
+    ``maxLength``: llama.cpp's grammar for one is a chain of optional characters, measured
+    2.7 times slower a token (SmolLM2-135M, 2 cores), which pushed a day's page past
+    ``[llm] timeout_s``; ``parse_page`` clamps every string instead."""
     session_item: dict[str, Any] = {"type": "string"}
     if sessions:
         session_item["enum"] = sorted(set(sessions))
     memory = {
         "type": "object",
         "properties": {
-            "text": {"type": "string", "maxLength": MAX_TEXT},
-            "subject": {"type": "string", "maxLength": MAX_KEY},
-            "entity": {"type": "string", "maxLength": MAX_KEY},
+            "text": {"type": "string"},
+            "subject": {"type": "string"},
+            "entity": {"type": "string"},
             "sessions": {
                 "type": "array",
                 "items": session_item,
@@ -102,7 +109,7 @@ def page_schema(
             },
             "first_turn": {"type": "integer", "minimum": 0},
             "last_turn": {"type": "integer", "minimum": 0},
-            "quote": {"type": "string", "maxLength": MAX_QUOTE},
+            "quote": {"type": "string"},
         },
         "required": ["text", "subject", "entity", "sessions"],
         "additionalProperties": False,
@@ -122,7 +129,7 @@ def page_schema(
                 "type": "object",
                 "properties": {
                     "session": {"type": "string", "enum": sorted(set(folder_sessions))},
-                    "folder": {"type": "string", "maxLength": MAX_FOLDER},
+                    "folder": {"type": "string"},
                 },
                 "required": ["session", "folder"],
                 "additionalProperties": False,
@@ -150,6 +157,62 @@ def render_turns(turns: Iterable[SourceTurn], *, cap: int | None = None) -> str:
         out.append(block)
         size += len(block) + 1
     return "\n".join(out)
+
+
+# -- a reply cut short ---------------------------------------------------------------------
+
+
+def decode(content: str) -> Any:
+    """``content`` as JSON, or its salvaged prefix (``salvage``); ExtractionError when
+    neither is JSON."""
+    try:
+        return msgspec.json.decode(content.strip() or "null")
+    except msgspec.DecodeError:
+        pass
+    fixed = salvage(content)
+    if fixed is not None:
+        try:
+            return msgspec.json.decode(fixed)
+        except msgspec.DecodeError:
+            pass
+    raise ExtractionError("malformed_output", content)
+
+
+def salvage(content: str) -> str | None:
+    """The longest prefix of a cut JSON reply that ends after a complete array item,
+    closed: ``{"facts": [{...}, {"tu`` -> ``{"facts": [{...}]}``. None when no item was
+    complete (or the text does not start as an object)."""
+    text = content.strip()
+    if not text.startswith("{"):
+        return None
+    stack: list[str] = []
+    in_string = escaped = False
+    best: tuple[int, tuple[str, ...]] | None = None
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack or stack[-1] != ch:
+                return None
+            stack.pop()
+            if not stack:
+                return text[: i + 1]
+            if stack[-1] == "]":  # an item of an array is complete here
+                best = (i + 1, tuple(stack))
+    if best is None:
+        return None
+    end, open_ = best
+    return text[:end] + "".join(reversed(open_))
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -213,10 +276,7 @@ def folder_name(value: object) -> str | None:
 def parse_page(content: str, request: ExtractionRequest) -> Draft:
     """Decode and validate the model's reply; raise ExtractionError when it is not a
     page at all. Every per-memory and per-folder problem is dropped and counted."""
-    try:
-        page = msgspec.json.decode(content.strip() or "null")
-    except msgspec.DecodeError:
-        raise ExtractionError("malformed_output", content) from None
+    page = decode(content)
     if not isinstance(page, dict) or not isinstance(page.get("memories", []), list):
         raise ExtractionError("malformed_output", content)
     allowed = set(request.sessions)

@@ -4,7 +4,10 @@ Pure: the caller reads the session logs' ``Usage`` records and the budget gate's
 Turns (live, heartbeat, cron) are counted from their ``Usage`` records, the log being the
 record of what the server did; calls that log no ``Usage`` (compaction and tool-output
 summaries, and the sweep's and harvest's when they land) come from the ledger's settled
-rows. The ledger's refusals of every kind are counted beside them.
+rows. The ledger's refusals of every kind are counted beside them. Extraction calls (the
+harvest's, the sweep's model pass) are also in the call log (``CallRecord``): a failed
+call is counted there (``failed``), and an ungated call (one the ledger never sees) adds
+its call and tokens from there (a call that came back: a timed-out one has no tokens).
 """
 
 from __future__ import annotations
@@ -46,6 +49,22 @@ class LoggedUsage:
     predicted_n: int
 
 
+@dataclass(frozen=True)
+class CallRecord:
+    """One extraction model call of the call log: ok or failed (its reason code), its
+    tokens, and whether the budget ledger records it too (``gated``)."""
+
+    time: datetime
+    kind: SpendKind
+    session: str
+    ok: bool
+    reason: str | None
+    gated: bool
+    cache_n: int = 0
+    prompt_n: int = 0
+    predicted_n: int = 0
+
+
 @dataclass
 class Line:
     key: str
@@ -55,6 +74,8 @@ class Line:
     predicted_n: int = 0
     usd: float = 0.0
     refused: int = 0
+    #: Model calls that failed (timeout, malformed reply, context full, ...).
+    failed: int = 0
 
     def add(self, cache_n: int, prompt_n: int, predicted_n: int, prices: Prices) -> None:
         self.calls += 1
@@ -91,6 +112,7 @@ def report(
     by: By,
     since: date | None,
     main_slot: int,
+    calls: Iterable[CallRecord] = (),
 ) -> Report:
     lines: dict[str, Line] = {}
     out = Report(by=by, since=since)
@@ -122,6 +144,17 @@ def report(
         elif row.state == "settled" and row.kind not in TURN_KINDS:
             target.add(row.cache_n, row.prompt_n, row.predicted_n, prices)
             out.total.add(row.cache_n, row.prompt_n, row.predicted_n, prices)
+    for c in calls:
+        day = local_day(zone, c.time)
+        if since is not None and day < since:
+            continue
+        target = line(_key(by, c.kind, day, c.session))
+        if not c.ok:
+            target.failed += 1
+            out.total.failed += 1
+        elif not c.gated:
+            target.add(c.cache_n, c.prompt_n, c.predicted_n, prices)
+            out.total.add(c.cache_n, c.prompt_n, c.predicted_n, prices)
     out.lines = [lines[k] for k in sorted(lines)]
     if main_cached + main_prompt:
         out.main_cache_hit_share = main_cached / (main_cached + main_prompt)

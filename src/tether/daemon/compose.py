@@ -26,7 +26,8 @@ from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import GatedLlm, HarvestQueue
 from tether.daemon.vectors import VectorIndexer, open_vectors
-from tether.errors import BadInputError, TetherError
+from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
+from tether.extract.calls import CountedLlm
 from tether.extract.extractor import Extractor
 from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
@@ -219,16 +220,25 @@ def sweep_runner(
                 config=config.sweep,
                 allow=allow,
             )
+            ex = config.extract
             producer = ModelProducer(
                 stages=FileStages(home),
                 store=main,
                 call=call,
-                extractor=Extractor(llm, slot=config.slots.background),
+                extractor=Extractor(
+                    llm,
+                    slot=config.slots.background,
+                    form=ex.resolved_form(config.llm),
+                    on_malformed=llm.malformed if isinstance(llm, CountedLlm) else None,
+                ),
                 config=config.sweep,
                 clock=(clock or SystemClock()).now,
                 allow=allow,
                 staged=producer,
                 lease=lease_for(config.llm.timeout_s),
+                mode=ex.resolved_mode(config.llm),
+                form=ex.resolved_form(config.llm),
+                chunk_chars=ex.resolved_chunk_chars(config.llm),
             )
         yield Runner(
             store,
@@ -306,6 +316,32 @@ def sweep_call(
     return call
 
 
+class AbsentLlm:
+    """The model ``[llm]`` names cannot be loaded (the extra missing, no GGUF): every call
+    raises why, so the sweep's extractive path makes the day's page (``[extract] mode``
+    other than "model") and the stage says ``model_failed_model_absent``."""
+
+    def __init__(self, error: TetherError) -> None:
+        self.error = error
+
+    async def complete(self, request: CompletionRequest) -> Completion:  # noqa: ARG002
+        raise self.error
+
+    async def aclose(self) -> None:
+        return None
+
+
+def sweep_llm(config: Config) -> Llm:
+    """The sweep's model; with ``[extract] mode`` other than "model", a model that cannot
+    be loaded is an ``AbsentLlm``, not a refusal of the whole run."""
+    try:
+        return build_llm(config)
+    except (ExtraMissingError, EmbeddedModelError) as exc:
+        if config.extract.resolved_mode(config.llm) == "model":
+            raise
+        return AbsentLlm(exc)
+
+
 def run_sweep(
     home: Path,
     config: Config,
@@ -322,7 +358,7 @@ def run_sweep(
     if not sweep.enabled or sweep.kill_switch:
         with sweep_runner(home, config) as runner:
             return runner.run(now, owners, dates)
-    model = llm if llm is not None else build_llm(config)
+    model = llm if llm is not None else sweep_llm(config)
     main = open_store(home, config)
     try:
         with anyio.from_thread.start_blocking_portal() as portal:
@@ -332,9 +368,12 @@ def run_sweep(
                     budget = build_budget(home, config, main, FixedClock(now), reader)
                 finally:
                     reader.close()
-                call = sweep_call(model, portal.call, budget, config.llm.max_tokens)
+                counted = CountedLlm(
+                    model, home, "sweep", now=lambda: now, gated=budget.gated("sweep")
+                )
+                call = sweep_call(counted, portal.call, budget, config.llm.max_tokens)
                 with sweep_runner(
-                    home, config, main=main, call=call, llm=model, clock=FixedClock(now)
+                    home, config, main=main, call=call, llm=counted, clock=FixedClock(now)
                 ) as runner:
                     sweep_owners.ensure_default(runner.store, now)
                     for o in owners or ():
@@ -367,7 +406,22 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
             runtime.agent.budget,
             runtime.config.llm.max_tokens,
         )
-        extractor = Extractor(llm, slot=slot, max_tokens=runtime.config.llm.max_tokens)
+        config = runtime.config
+        budget = runtime.agent.budget
+        counted = CountedLlm(
+            llm,
+            home,
+            "harvest",
+            now=runtime.agent.clock.now,
+            gated=budget is not None and budget.gated("harvest"),
+        )
+        extractor = Extractor(
+            counted,
+            slot=slot,
+            max_tokens=config.llm.max_tokens,
+            form=config.extract.resolved_form(config.llm),
+            on_malformed=counted.malformed,
+        )
 
         def writeback() -> bool | None:
             return load_config(home).checkpoint.auto_writeback
@@ -379,6 +433,8 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
             page_exists=lambda slug: runtime.store.get_page(slug) is not None,
             writeback=writeback,
             now=runtime.agent.clock.now,
+            mode=config.extract.resolved_mode(config.llm),
+            chunk_chars=config.extract.resolved_chunk_chars(config.llm),
         )
         yield HarvestQueue(home, harvester, runtime.agent.clock)
     finally:
@@ -388,25 +444,47 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
 async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) -> Harvested:
     """One segment's harvest in this process (``tether transcripts ingest --facts``): the
     configured model on the background slot, no daemon needed; never gated by
-    ``auto_writeback`` when ``lane`` is ingest."""
-    llm = build_llm(config)
+    ``auto_writeback`` when ``lane`` is ingest. With ``[extract] mode`` extractive, or no
+    model to load (the extra missing, no GGUF), the extractive path alone, saying why."""
+    ex = config.extract
+    llm: Llm | None = None
+    absent: str | None = None
+    if ex.resolved_mode(config.llm) != "extractive":
+        try:
+            llm = build_llm(config)
+        except (ExtraMissingError, EmbeddedModelError) as exc:
+            absent = f"model_absent: {exc}"
     store = open_store(home, config)
     sweep = open_sweep_store(home, config)
     try:
         clock = SystemClock()
         sweep_owners.ensure_default(sweep, clock.now())
         slot = config.slots.background
+        extractor = None
+        if llm is not None:
+            counted = CountedLlm(llm, home, "harvest", now=clock.now)
+            extractor = Extractor(
+                counted,
+                slot=slot,
+                max_tokens=config.llm.max_tokens,
+                form=ex.resolved_form(config.llm),
+                on_malformed=counted.malformed,
+            )
         harvester = Harvester(
             home,
-            Extractor(llm, slot=slot, max_tokens=config.llm.max_tokens),
+            extractor,
             sweep,
             page_exists=lambda slug: store.get_page(slug) is not None,
             writeback=lambda: load_config(home).checkpoint.auto_writeback,
             now=clock.now,
+            mode=ex.resolved_mode(config.llm),
+            chunk_chars=ex.resolved_chunk_chars(config.llm),
+            absent=absent,
         )
         return await harvester.harvest(segment, lane=lane)
     finally:
-        await llm.aclose()
+        if llm is not None:
+            await llm.aclose()
         sweep.close()
         store.close()
 

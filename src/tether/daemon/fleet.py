@@ -81,7 +81,10 @@ def run_worker(
                     with stop.interruptible():  # a stop ends a model call at once
                         return plain(request)
 
-                extractor = Extractor(llm, slot=config.slots.background)
+                ex = config.extract
+                extractor = Extractor(
+                    llm, slot=config.slots.background, form=ex.resolved_form(config.llm)
+                )
 
                 def stores() -> dict[str, ClaimingStore]:
                     for owner in pool.owner_schemas():
@@ -99,6 +102,9 @@ def run_worker(
                         config=config.sweep,
                         clock=now,
                         lease=lease_for(config.llm.timeout_s),
+                        mode=ex.resolved_mode(config.llm),
+                        form=ex.resolved_form(config.llm),
+                        chunk_chars=ex.resolved_chunk_chars(config.llm),
                     )
                     return worker_runner(store, config.sweep, lease, claimant, producer)
 

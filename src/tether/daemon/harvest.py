@@ -198,4 +198,9 @@ class HarvestQueue:
             links=out.links,
             chunks=out.chunks,
             error=out.error,
+            path=out.path or None,
+            cause=out.cause.split(":", 1)[0] if out.cause else None,
+            model_calls=out.model_calls,
+            model_failed=out.model_failed,
+            extractive=out.extractive,
         )

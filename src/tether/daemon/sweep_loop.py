@@ -23,6 +23,7 @@ from tether.agent.locks import SlotGates
 from tether.core.scheduling import Priority
 from tether.daemon.compose import Runtime, sweep_call, sweep_runner
 from tether.errors import TetherError
+from tether.extract.calls import CountedLlm
 from tether.ports import Llm
 from tether.records import Completion, CompletionRequest
 from tether.sweep import owners as sweep_owners
@@ -53,7 +54,14 @@ class SweepLoop:
         self.runtime = runtime
         self.tick_s = tick_s
         agent = runtime.agent
-        self.llm = GatedLlm(runtime.llm, agent.gates, runtime.config.slots.background)
+        budget = agent.budget
+        self.llm = CountedLlm(
+            GatedLlm(runtime.llm, agent.gates, runtime.config.slots.background),
+            runtime.home,
+            "sweep",
+            now=agent.clock.now,
+            gated=budget is not None and budget.gated("sweep"),
+        )
         self._task: asyncio.Task[None] | None = None
 
     @property

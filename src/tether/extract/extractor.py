@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from tether.core import extraction as rules
+from tether.core import fact_list
 from tether.core.extraction import ExtractionError
 from tether.ports import Llm
 from tether.records import (
@@ -36,6 +37,15 @@ TurnReader = Callable[[str, int, int], Sequence[SourceTurn]]
 
 __all__ = ["ExtractionError", "Extractor", "TurnReader", "usage_of"]
 
+#: What the short form (``core.fact_list``) asks a small model: one short job.
+LIST_INSTRUCTIONS = (
+    "Copy the facts the user states about themselves, one short sentence each, "
+    "with the turn number where the user said it. Skip questions and greetings."
+)
+#: A short-form reply's bound: six short facts fit; a model that loops is cut here and
+#: its complete items are kept (``core.extraction.salvage``).
+LIST_REPLY_TOKENS = 320
+
 
 def usage_of(completion: Completion) -> ExtractionUsage:
     return ExtractionUsage(completion.cache_n, completion.prompt_n, completion.predicted_n)
@@ -43,18 +53,40 @@ def usage_of(completion: Completion) -> ExtractionUsage:
 
 class Extractor:
     """``slot``: the server slot every call goes to; ``max_tokens``: the reply's bound;
-    ``temperature``: 0 by default, so a page is as repeatable as the backend allows."""
+    ``temperature``: 0 by default, so a page is as repeatable as the backend allows;
+    ``form``: ``page`` (the full candidate page) or ``list`` (the short form for small
+    models: ``request.turns`` are shown, the instructions are ``LIST_INSTRUCTIONS``)."""
 
     def __init__(
-        self, llm: Llm, *, slot: int, max_tokens: int = 2048, temperature: float | None = 0.0
+        self,
+        llm: Llm,
+        *,
+        slot: int,
+        max_tokens: int = 2048,
+        temperature: float | None = 0.0,
+        form: rules.Form = "page",
+        on_malformed: Callable[[], None] | None = None,
     ) -> None:
         self.llm = llm
+        #: Told of every reply that is not a page (``CountedLlm.malformed``: the call log).
+        self.on_malformed = on_malformed
         self.slot = slot
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.form: rules.Form = form
 
     def completion_request(self, request: ExtractionRequest) -> CompletionRequest:
         """The exact request ``extract`` sends (callers bound and price it first)."""
+        if self.form == "list":
+            owner_turns = [t.turn for t in request.turns if t.role == "owner"]
+            return self.json_request(
+                (
+                    ChatMessage(role="system", content=LIST_INSTRUCTIONS),
+                    ChatMessage(role="user", content=fact_list.render_list_source(request.turns)),
+                ),
+                fact_list.list_schema(owner_turns, min(request.max_memories, fact_list.MAX_FACTS)),
+                max_tokens=min(self.max_tokens, LIST_REPLY_TOKENS),
+            )
         schema = rules.page_schema(
             sessions=request.sessions,
             folder_sessions=request.folder_sessions,
@@ -106,7 +138,15 @@ class Extractor:
     ) -> Extraction:
         """Validate a reply already received (``extract`` after its call; the sweep when
         it re-reads a staged reply): parse, read the cited turns, earn authorities."""
-        draft = rules.parse_page(content, request)
+        try:
+            if self.form == "list":
+                draft = fact_list.parse_list(content, request)
+            else:
+                draft = rules.parse_page(content, request)
+        except ExtractionError:
+            if self.on_malformed is not None:
+                self.on_malformed()
+            raise
         turns: list[SourceTurn] = []
         if reader is not None:
             for session, first, last in draft.ranges():

@@ -25,6 +25,12 @@ still run: a mark whose lease ran out and whose holder is gone is taken over by 
 invocation (``sweep.stage``, ``sweep.holder``). Calls go through
 ``call``, which the composition root builds over the background slot's gate and the
 budget gate.
+
+``[extract]`` changes the pass (``sweep.learned``): with the short form (small models)
+phases A and B are replaced by one call per run of a session's turns; with mode
+``both`` the owner's own statements (``core.statements``) are merged in first, and a
+failed model pass no longer leaves the day incomplete: the page is theirs alone and the
+stage's counts say ``model_failed_<reason>``; with mode ``extractive`` no call is made.
 """
 
 from __future__ import annotations
@@ -34,12 +40,12 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from tether.config import SweepConfig
-from tether.core.extraction import ExtractionError, render_turns
+from tether.core.extraction import ExtractionError, Form, render_turns
 from tether.core.sweep import cost
 from tether.core.sweep.packet import (
     MAX_CANONICAL_WRITES,
@@ -51,7 +57,8 @@ from tether.core.sweep.packet import (
 )
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import Window
-from tether.errors import LlmError, LlmUnreachableError, StoreError, TetherError
+from tether.errors import ExtraMissingError, LlmError, LlmUnreachableError, StoreError, TetherError
+from tether.extract.calls import failure_reason
 from tether.extract.extractor import Extractor
 from tether.faults import crash_point, pause_point
 from tether.ports import ModelStages, Producer, Store
@@ -69,6 +76,7 @@ from tether.records import (
 from tether.scan import packets
 from tether.scan.secrets import redact
 from tether.sweep import spine, stage
+from tether.sweep.learned import extractive_page, list_pass, merge, said
 from tether.sweep.producer import empty_packet
 
 log = logging.getLogger("tether.sweep")
@@ -81,6 +89,8 @@ MAX_EXCERPTS = 8
 EXCERPT_TURNS = 16
 PHASE_A_REPLY_TOKENS = 512
 PAGE_REPLY_TOKENS = 2048
+#: Which paths a day's page comes from (``[extract] mode``, resolved).
+ExtractMode = Literal["model", "extractive", "both"]
 
 PHASE_A = (
     "You read the owner's day: one block per conversation, headed by its session id, "
@@ -111,7 +121,7 @@ def excerpt_schema(sessions: Sequence[str]) -> dict[str, Any]:
                         "session": {"type": "string", "enum": sorted(set(sessions))},
                         "first_turn": {"type": "integer", "minimum": 0},
                         "last_turn": {"type": "integer", "minimum": 0},
-                        "reason": {"type": "string", "maxLength": 200},
+                        "reason": {"type": "string"},
                     },
                     "required": ["session", "first_turn", "last_turn"],
                     "additionalProperties": False,
@@ -153,6 +163,9 @@ class ModelProducer:
         allow: frozenset[str] = frozenset(),
         staged: Producer | None = None,
         lease: timedelta = stage.DEFAULT_LEASE,
+        mode: ExtractMode = "model",
+        form: Form = "page",
+        chunk_chars: int = 1500,
     ) -> None:
         self.stages = stages
         self.store = store
@@ -163,6 +176,9 @@ class ModelProducer:
         self.allow = allow
         self.staged = staged
         self.lease = lease  # an ``invoked`` mark's, renewed before each request
+        self.mode: ExtractMode = mode
+        self.form: Form = form
+        self.chunk_chars = chunk_chars
         #: What the last invocations made, by kind (tests, the benchmark): requests sent.
         self.requests: Counter[str] = Counter()
 
@@ -206,16 +222,25 @@ class ModelProducer:
         day = spine.with_digests(spine.read_day(self.store, owner.id, window), self.store, window)
         if not day.rows:
             return empty_packet(owner, window)
-        todo = [r for r in day.rows if r.needs_digest]
-        if not self._fits(day, todo):
+        counts: Counter[str] = Counter(day.excluded)
+        model = self.mode != "extractive"
+        todo = [r for r in day.rows if r.needs_digest] if self.form == "page" else []
+        if model and not self._fits(day, todo):
             log.info(
-                "sweep owner=%s date=%s incomplete (cost_ceiling)", owner.id, window.local_date
+                "sweep owner=%s date=%s model pass over the ceiling (cost_ceiling)",
+                owner.id,
+                window.local_date,
             )
-            return Incomplete("cost_ceiling")
-        try:
-            day = self._digests(day, todo, window)
-        except LlmError:
-            return Incomplete("digest_failed")  # no invocation yet: a later run may retry
+            if self.mode == "model":
+                return Incomplete("cost_ceiling")
+            model, counts["model_skipped_cost_ceiling"] = False, 1
+        if model and todo:
+            try:
+                day = self._digests(day, todo, window)
+            except LlmError as exc:
+                if self.mode == "model":
+                    return Incomplete("digest_failed")  # no invocation yet: a later run may retry
+                model, counts[f"model_failed_{_failure(exc)}"] = False, 1
         base = stage.StageFile(
             schema=stage.STAGE_SCHEMA,
             state="invoked",
@@ -230,25 +255,43 @@ class ModelProducer:
             return self._from_read(owner, window, invoke=False)
         crash_point("sweep-after-invoked")
         pause_point("sweep-after-invoked")
-        counts: Counter[str] = Counter(day.excluded)
-        counts["digests"] = len(todo)
+        counts["digests"] = len(todo) if model else 0
         usage: list[tuple[int, int, int]] = []
-        try:
-            page = self._phases(day, counts, usage, self._renewing(base))
-        except StoreError:
-            raise  # the store failed, not the model: the mark stays, taken over after its lease
-        except (ExtractionError, LlmError, TetherError) as exc:
-            reason = _failure(exc)
-            if not usage and _unsent(exc):
-                stage.drop(self.stages, base)
-                return Incomplete(reason)  # nothing reached the model: a later run may try
-            stage.outcome(
-                self.stages,
-                msgspec.structs.replace(
-                    base, state="failed", reason=reason, counts=dict(counts), usage=tuple(usage)
-                ),
-            )
-            return Incomplete(reason)
+        page: Extraction | None = None
+        if model:
+            call = self._renewing(base)
+            try:
+                if self.form == "list":
+                    page = list_pass(
+                        call,
+                        self.extractor,
+                        day,
+                        chunk_chars=self.chunk_chars,
+                        counts=counts,
+                        usage=usage,
+                    )
+                    self.requests["list"] += len(usage)
+                else:
+                    page = self._phases(day, counts, usage, call)
+            except StoreError:
+                raise  # the store failed, not the model: the mark stays, taken over after its lease
+            except (ExtractionError, LlmError, TetherError) as exc:
+                reason = _failure(exc)
+                log.warning(
+                    "sweep owner=%s date=%s model pass failed (%s): %s",
+                    owner.id,
+                    window.local_date,
+                    reason,
+                    said(exc),
+                )
+                if self.mode == "model":
+                    return self._failed(base, exc, reason=reason, counts=counts, usage=usage)
+                counts[f"model_failed_{reason}"] += 1
+        if self.mode != "model":
+            found = extractive_page(day)
+            counts["extractive"] = len(found.facts)
+            page = merge(found, page)
+        assert page is not None
         packet, folders = self._packet(owner, window, day, page, counts)
         staged = stage.outcome(
             self.stages,
@@ -273,6 +316,27 @@ class ModelProducer:
             " ".join(f"{k}={v}" for k, v in sorted(counts.items())),
         )
         return packet
+
+    def _failed(
+        self,
+        base: stage.StageFile,
+        exc: BaseException,
+        *,
+        reason: str,
+        counts: Counter[str],
+        usage: list[tuple[int, int, int]],
+    ) -> Incomplete:
+        """``[extract] mode = "model"``: a failed pass leaves the day incomplete."""
+        if not usage and _unsent(exc):
+            stage.drop(self.stages, base)
+            return Incomplete(reason)  # nothing reached the model: a later run may try
+        stage.outcome(
+            self.stages,
+            msgspec.structs.replace(
+                base, state="failed", reason=reason, counts=dict(counts), usage=tuple(usage)
+            ),
+        )
+        return Incomplete(reason)
 
     def _shape(self, day: spine.Day, todo: Sequence[spine.DayRow]) -> cost.PassShape:
         known = len(spine.spine(day, self.config.spine_chars))
@@ -462,11 +526,11 @@ def _unsent(exc: BaseException) -> bool:
 
 
 def _failure(exc: BaseException) -> str:
+    """The reason code a failed model pass leaves: ``model_output_malformed``,
+    ``model_timeout``, ``context_full``, ``model_unreachable``, ``model_absent``, a
+    ``budget_*`` refusal, else ``model_failed``."""
     if isinstance(exc, ExtractionError):
         return "model_output_malformed"
-    if isinstance(exc, LlmUnreachableError):
-        return "model_unreachable"
-    if isinstance(exc, LlmError):
-        return "model_failed"
-    reason = getattr(exc, "reason", None)
-    return reason if isinstance(reason, str) else "model_failed"
+    if isinstance(exc, ExtraMissingError):
+        return "model_absent"
+    return failure_reason(exc)
