@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 import click
 
-from tether.cli.commands_memory import warn_unindexed
+from tether.cli.commands_recall import warn_unindexed
 from tether.cli.context import Context, counted, pass_ctx, utc_stamp
 from tether.cli.progress import terminal_meter
 from tether.errors import BadInputError, TetherError

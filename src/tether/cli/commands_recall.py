@@ -1,0 +1,419 @@
+"""``tether memory recall`` and ``tether memory reindex``: search memory, and rebuild
+its index.
+
+``memory recall`` runs the same search as the agent's ``recall`` tool, after an
+incremental index pass so turns written since the last pass are found too (and, first,
+the windows the checkpoint hooks banked but had no time to put in their sessions). Its
+``--json`` output is a contract: a list of ``{"kind", "session", "turn", "text", "tag",
+"score", "time", "date"}`` (plus ``"link"`` for a hit from a window the hooks banked;
+``time``: when what was found was written, UTC to the second; ``date``: its day; both
+null where the search does not say); with ``--sessions``, a list of ``{"session",
+"score", "turns": [hit, ...]}``. ``--timeline`` prints the same hits oldest first;
+``--as-of DATE`` recalls as memory stood at the end of DATE (what was written later is
+left out, and "last week" is the week before DATE). When the index cannot catch up (a
+full disk), recall answers from what is indexed and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import click
+import msgspec
+
+from tether.cli.context import (
+    Context,
+    FreeTextCommand,
+    counted,
+    echo_json,
+    pass_ctx,
+    shown,
+    utc_stamp,
+)
+from tether.cli.progress import terminal_meter
+from tether.errors import BadInputError, TetherError
+from tether.scan.allow import home_allow
+
+# Each command imports what it alone needs when it runs (see main.py's lazy tables).
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tether.memory.indexer import IndexReport
+    from tether.memory.recall import SessionHit
+    from tether.memory.vectors import Vectors
+    from tether.ports import Store, SweepStore
+    from tether.records import Hit
+
+TEXT_CHARS = 120
+
+
+def hit_json(hit: Hit, link: str | None = None) -> dict[str, Any]:
+    """The public shape of one ``memory recall --json`` hit (add keys, never rename);
+    ``link``: the banked window of a harness session's hit (``tether://corpus/...``)."""
+    doc: dict[str, Any] = {
+        "kind": hit.kind,
+        "session": hit.session,
+        "turn": hit.turn,
+        "text": hit.text,
+        "tag": hit.tag,
+        "score": round(hit.score, 4),
+        "time": None if hit.time is None else utc_stamp(hit.time),
+        "date": None if hit.time is None else hit_date(hit),
+    }
+    if link is not None:
+        doc["link"] = link
+    return doc
+
+
+def hit_date(hit: Hit) -> str:
+    """The UTC day a hit was written, ``2026-11-01`` (blank when the search does not say)."""
+    return "" if hit.time is None else hit.time.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def as_of(text: str | None) -> tuple[datetime, datetime | None]:
+    """(now, until) for ``--as-of``: a day (``2026-11-01``: now is its last moment, until
+    the next midnight, UTC) or a time (ISO 8601; without a zone, UTC); the clock and no
+    limit without it. A bad value: BadInputError naming the option."""
+    if text is None:
+        return datetime.now(UTC), None
+    try:
+        if len(text) == 10:
+            day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+            until = day + timedelta(days=1)
+            return until - timedelta(microseconds=1), until
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInputError(
+            f"--as-of: {text!r} is not a date (2026-11-01) or a time (2026-11-01T12:00:00Z)"
+        ) from None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return moment, moment
+
+
+def session_json(found: SessionHit) -> dict[str, Any]:
+    """The public shape of one ``memory recall --sessions --json`` session."""
+    return {
+        "session": found.session,
+        "score": round(found.score, 4),
+        "turns": [hit_json(h) for h in found.turns],
+    }
+
+
+def warn_unindexed(
+    errors: Sequence[tuple[str, str]], damaged: Sequence[tuple[str, str]] = ()
+) -> None:
+    """One stderr line per session an index pass had to leave out, and per malformed
+    line it read past (the session's other lines are indexed)."""
+    for sid, problem in errors:
+        click.echo(f"tether: warning: session {sid} not indexed: {shown(problem)}", err=True)
+    for sid, problem in damaged:
+        click.echo(
+            f"tether: warning: session {sid}: a malformed line was left out of the index: "
+            f"{shown(problem)} (runbook: session-log-corrupt)",
+            err=True,
+        )
+
+
+def _one_line(text: str, width: int = TEXT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@click.command("recall", cls=FreeTextCommand)
+@click.argument("query")
+@click.option("-k", "k", type=int, default=5, show_default=True, help="Hits to return.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list of hits.")
+@click.option(
+    "--sessions",
+    "by_session",
+    is_flag=True,
+    help="Rank whole conversations: the K sessions that best answer QUERY.",
+)
+@click.option("--timeline", is_flag=True, help="Show the hits found in time order, oldest first.")
+@click.option(
+    "--as-of",
+    "as_of_text",
+    metavar="DATE",
+    help="Recall as memory stood at the end of DATE (2026-11-01, or an ISO time): later"
+    ' writing left out, "last week" read from DATE.',
+)
+@pass_ctx
+def recall_cmd(
+    ctx: Context,
+    *,
+    query: str,
+    k: int,
+    as_json: bool,
+    by_session: bool,
+    timeline: bool,
+    as_of_text: str | None,
+) -> None:
+    """Search memory (every epoch of every session, notes, pages, identity, facts)."""
+    from tether.checkpoint.recallable import Links
+    from tether.memory.recall import recall, recall_sessions
+
+    home = ctx.home
+    now, until = as_of(as_of_text)
+    if by_session and (timeline or until is not None):
+        raise BadInputError("--sessions ranks conversations: use it without --timeline, --as-of")
+    with _recall_store(ctx) as store, _vectors(ctx) as vectors:
+        _catch_up_banked(ctx, best_effort=True)
+        report = _catch_up(home, store)
+        if by_session:
+            sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
+        else:
+            with _sweep_reader(ctx) as sweep:
+                hits = recall(
+                    store,
+                    query,
+                    k,
+                    time=now,
+                    home=home,
+                    sweep=sweep,
+                    vectors=vectors,
+                    until=until,
+                    in_time_order=timeline,
+                )
+    warn_unindexed(report.errors, report.damaged)
+    if by_session:
+        _print_sessions(sessions, as_json)
+        return
+    links = Links(home)
+    segments = [links.of(h.session, h.time) for h in hits]
+    if as_json:
+        echo_json([hit_json(h, link) for h, link in zip(hits, segments, strict=True)])
+        return
+    if not hits:
+        click.echo("no matches")
+        return
+    wheres = [f"{h.session}#{h.turn}" if h.session is not None else h.ref for h in hits]
+    width = max(24, *(len(w) for w in wheres))  # imported ids (cc-<uuid>) run long
+    for h, where, link in zip(hits, wheres, segments, strict=True):
+        line = f"{h.tag:<14} {where:<{width}} {hit_date(h):<10} {h.score:7.2f}  {_one_line(h.text)}"
+        click.echo(f"{line}  {link}" if link else line)
+
+
+def _catch_up_banked(ctx: Context, *, wait: bool = False, best_effort: bool = False) -> None:
+    """Put in their sessions the windows the hooks banked but had no time to (see
+    ``checkpoint.recallable``), so the index pass that follows makes them recallable.
+    ``best_effort`` (recall): a failure (a full disk) is a warning, and recall answers
+    from what is indexed."""
+    from tether.checkpoint.recallable import catch_up
+
+    try:
+        catch_up(ctx.home, allow=home_allow(ctx.home), slot=ctx.config().slots.main, wait=wait)
+    except TetherError as exc:
+        if not best_effort:
+            raise
+        click.echo(
+            "tether: warning: banked windows could not be put in their sessions, recall "
+            f"answers from what is indexed: {shown(str(exc))}",
+            err=True,
+        )
+
+
+@contextlib.contextmanager
+def _recall_store(ctx: Context) -> Iterator[Store]:
+    """The home's store; on a disk too full to open it (SQLite cannot make its WAL
+    index), the SQLite file read as it stands, with a warning: recall still answers."""
+    from tether.errors import DiskFullError
+    from tether.stores import open_store, sqlite_path
+    from tether.stores.sqlite import SqliteStore
+
+    config = ctx.config()
+    store: Store
+    try:
+        store = open_store(ctx.home, config)
+    except DiskFullError as exc:
+        if config.store.url:
+            raise
+        click.echo(
+            f"tether: warning: disk full: {exc.path}: recall answers from what is indexed, "
+            "read as it stands (runbook: disk-full)",
+            err=True,
+        )
+        store = SqliteStore(sqlite_path(ctx.home, config), snapshot=True)
+        # Its writes (recall counts, identity in step) fail read-only: said once above.
+        logging.getLogger("tether.memory").setLevel(logging.ERROR)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def _sweep_reader(ctx: Context) -> Iterator[SweepStore | None]:
+    """The sweep store for recall's facts; None when a full disk keeps it from opening
+    (the facts already mirrored into the index are still found)."""
+    from tether.errors import DiskFullError
+    from tether.stores import open_sweep_store
+
+    sweep: SweepStore | None
+    try:
+        sweep = open_sweep_store(ctx.home, ctx.config(), migrate=False)
+    except DiskFullError:
+        sweep = None
+    try:
+        yield sweep
+    finally:
+        if sweep is not None:
+            sweep.close()
+
+
+def _catch_up(home: Path, store: Store) -> IndexReport:
+    """Recall's index pass first; when it fails (a full disk, an unwritable store),
+    recall answers from what is indexed and says so on stderr."""
+    from tether.memory.indexer import IndexReport, index_home
+
+    try:
+        return index_home(home, store)
+    except TetherError as exc:
+        click.echo(
+            f"tether: warning: the index could not catch up, recall answers from what is "
+            f"indexed: {shown(str(exc))}",
+            err=True,
+        )
+        return IndexReport()
+
+
+@contextlib.contextmanager
+def _vectors(ctx: Context) -> Iterator[Vectors | None]:
+    """Recall's vectors as ``[recall] vectors`` says (None: lexical); the store must be
+    open first (it migrates the file)."""
+    from tether.daemon.vectors import open_vectors
+    from tether.errors import DiskFullError
+
+    try:
+        vectors = open_vectors(ctx.home, ctx.config())
+    except DiskFullError:  # recall still answers, lexically (the store's warning said why)
+        vectors = None
+    try:
+        yield vectors
+    finally:
+        if vectors is not None:
+            vectors.index.close()
+
+
+@click.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option(
+    "--vectors",
+    "vectors_only",
+    is_flag=True,
+    help="Embed the rows that have no vector yet (resumable); the index is not dropped.",
+)
+@pass_ctx
+def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
+    """Drop the index of session logs and build it again from the files.
+
+    For a log that was edited or restored by hand (recall then warns that it is shorter
+    than what was indexed). Notes, pages, identity, facts, the journal and recall counts
+    are kept. A session that cannot be read is reported and left out; exit 1 then.
+    With --vectors: bring the index up to date, then embed every row without a vector
+    from the current model (after a model change, all of them); a killed run resumes.
+    """
+    from tether.memory.indexer import reindex
+
+    if vectors_only:
+        _reindex_vectors(ctx, as_json)
+        return
+
+    with ctx.store() as store, terminal_meter() as meter:
+        _catch_up_banked(ctx, wait=True)
+        report = reindex(ctx.home, store, meter=meter)
+    if as_json:
+        echo_json(
+            {
+                "sessions": report.sessions,
+                "files": report.files,
+                "rows": report.rows,
+                "errors": [{"session": sid, "problem": p} for sid, p in report.errors],
+            }
+        )
+    else:
+        # With a session left out, say how many of them were reindexed, not all of them.
+        done = report.sessions - len(report.errors)
+        of = f"{done} of " if report.errors else ""
+        left = f"; {len(report.errors)} could not be read" if report.errors else ""
+        click.echo(
+            f"reindexed {of}{counted(report.sessions, 'session')} "
+            f"({counted(report.files, 'log')}): {counted(report.rows, 'row')}{left}"
+        )
+        warn_unindexed(report.errors, report.damaged)
+    if report.errors:
+        click.get_current_context().exit(1)
+
+
+def _reindex_vectors(ctx: Context, as_json: bool) -> None:
+    from tether.daemon.vectors import open_vectors
+    from tether.faults import crash_point
+    from tether.llm.embedder import require_extra
+    from tether.memory.indexer import index_home
+    from tether.memory.vectors import embed_missing
+
+    require_extra("tether memory reindex --vectors")
+    config = ctx.config()
+    with ctx.store() as store:
+        report = index_home(ctx.home, store)
+        vectors = open_vectors(
+            ctx.home,
+            msgspec.structs.replace(
+                config, recall=msgspec.structs.replace(config.recall, vectors=True)
+            ),
+        )
+        if vectors is None:
+            raise BadInputError("this store has no vector index yet")
+        try:
+            before = vectors.counts
+            with terminal_meter() as meter:
+                embedded = embed_missing(
+                    vectors,
+                    progress=meter,
+                    after_batch=lambda _n: crash_point("reindex_vectors.batch"),
+                )
+            after = vectors.counts
+        finally:
+            vectors.index.close()
+    warn_unindexed(report.errors)
+    if as_json:
+        echo_json(
+            {
+                "model": vectors.model,
+                "embedded": embedded,
+                "had": before.done,
+                "with_vectors": after.done,
+                "rows": after.total,
+            }
+        )
+        return
+    click.echo(
+        f"embedded {counted(embedded, 'row')} with {vectors.model}: "
+        f"{after.done} of {counted(after.total, 'row')} have vectors"
+    )
+
+
+def _print_sessions(sessions: list[SessionHit], as_json: bool) -> None:
+    if as_json:
+        echo_json([session_json(s) for s in sessions])
+        return
+    if not sessions:
+        click.echo("no matches")
+        return
+    width = max(24, *(len(s.session) for s in sessions))
+    for s in sessions:
+        best = s.turns[0]
+        # A session is as trusted as its least trusted turn found.
+        tag = "memory-tainted" if any(h.tag == "memory-tainted" for h in s.turns) else "memory"
+        turns = counted(len(s.turns), "turn")
+        click.echo(
+            f"{tag:<14} {s.session:<{width}} {s.score:7.2f}  {turns:<9} "
+            f"#{best.turn} {_one_line(best.text, TEXT_CHARS - 12)}"
+        )
+
+
+MEMORY_COMMANDS = [recall_cmd, reindex_cmd]
+COMMANDS: list[click.Command] = []
