@@ -9,6 +9,7 @@ import fcntl
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -294,6 +295,32 @@ def locked(path: Path) -> Iterator[int]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def locked_within(path: Path, wait_s: float | None, poll_s: float = 0.01) -> Iterator[bool]:
+    """Hold an exclusive flock on ``path`` (made 0600 if absent, never through a link)
+    for the block; yields True once held. ``wait_s`` None waits for it; else it is tried
+    until ``wait_s`` has passed, then False is yielded (the caller does without)."""
+    fd = open_home(path, os.O_RDWR | os.O_CREAT)
+    try:
+        if wait_s is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield True
+            return
+        give_up = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= give_up:
+                    yield False
+                    return
+                time.sleep(poll_s)
+        yield True
     finally:
         os.close(fd)  # closing releases the lock
 

@@ -60,6 +60,7 @@ from tether.checkpoint.bank import (
 )
 from tether.checkpoint.claims import claim
 from tether.core.extraction import ExtractionError, render_turns
+from tether.core.fact_list import sized_runs
 from tether.core.statements import statements
 from tether.core.sweep.state import Fact
 from tether.errors import NotFoundError, TetherError
@@ -172,19 +173,7 @@ def segment_turns(session: str, text: str) -> list[SourceTurn]:
 
 def chunks(turns: list[SourceTurn], size: int = CHUNK_CHARS) -> list[list[SourceTurn]]:
     """Turns in runs whose rendering stays under ``size`` (a longer turn is a run alone)."""
-    out: list[list[SourceTurn]] = []
-    run: list[SourceTurn] = []
-    used = 0
-    for t in turns:
-        cost = len(t.text) + 40
-        if run and used + cost > size:
-            out.append(run)
-            run, used = [], 0
-        run.append(t)
-        used += cost
-    if run:
-        out.append(run)
-    return out
+    return sized_runs(turns, size, 40)
 
 
 def _norm(text: str) -> str:

@@ -14,16 +14,14 @@ so a hook, its detached child and the backstop never cut the same window two way
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from tether import files
 from tether.checkpoint.bank import (
     Boundary,
     corpus_dir,
@@ -119,22 +117,5 @@ def session_lock(home: Path, session: str, wait_s: float | None) -> Iterator[boo
     window twice. Yields False when it was not free within ``wait_s`` (None: wait)."""
     folder = corpus_dir(home)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(folder / f"{session_id(session)}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if wait_s is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield True
-            return
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.01)
-        yield True
-    finally:
-        os.close(fd)
+    with files.locked_within(folder / f"{session_id(session)}.lock", wait_s) as held:
+        yield held

@@ -38,10 +38,8 @@ deduplicated by the session, not by this file).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
-import time as clock
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,6 +47,7 @@ from pathlib import Path
 
 import msgspec
 
+from tether import files
 from tether.checkpoint.bank import LINK_PREFIX, Boundary, corpus_dir, ledger, sessions_banked
 from tether.core.checkpoint import Turn, parse_rendered, render
 from tether.errors import NotFoundError, TetherError
@@ -229,25 +228,8 @@ def transcripts_lock(home: Path, *, wait_s: float | None) -> Iterator[bool]:
     else tries until ``wait_s`` has passed, then yields False."""
     path = home.joinpath(*LOCK_PATH)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if wait_s is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield True
-            return
-        give_up = clock.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if clock.monotonic() >= give_up:
-                    yield False
-                    return
-                clock.sleep(LOCK_POLL_S)
-        yield True
-    finally:
-        os.close(fd)
+    with files.locked_within(path, wait_s, LOCK_POLL_S) as held:
+        yield held
 
 
 def _segment_turns(home: Path, name: str) -> list[Turn]:

@@ -143,14 +143,14 @@ def grounded(fact: str, turn_text: str) -> bool:
     return len(words & source) >= max(MIN_CONTENT, GROUNDED_SHARE * len(words))
 
 
-def runs(turns: Sequence[SourceTurn], size: int) -> list[list[SourceTurn]]:
-    """Turns in runs whose text stays under ``size`` characters (a longer turn is a run
-    alone), in order; a run with no owner turn is left out (nothing to cite)."""
+def sized_runs(turns: Sequence[SourceTurn], size: int, overhead: int) -> list[list[SourceTurn]]:
+    """Turns in runs, in order, whose text plus ``overhead`` characters a turn (its
+    rendering) stays under ``size`` (a longer turn is a run alone)."""
     out: list[list[SourceTurn]] = []
     run: list[SourceTurn] = []
     used = 0
     for t in turns:
-        cost = len(t.text) + 24
+        cost = len(t.text) + overhead
         if run and used + cost > size:
             out.append(run)
             run, used = [], 0
@@ -158,4 +158,10 @@ def runs(turns: Sequence[SourceTurn], size: int) -> list[list[SourceTurn]]:
         used += cost
     if run:
         out.append(run)
-    return [r for r in out if any(t.role == "owner" for t in r)]
+    return out
+
+
+def runs(turns: Sequence[SourceTurn], size: int) -> list[list[SourceTurn]]:
+    """Turns in runs whose text stays under ``size`` characters (a longer turn is a run
+    alone), in order; a run with no owner turn is left out (nothing to cite)."""
+    return [r for r in sized_runs(turns, size, 24) if any(t.role == "owner" for t in r)]
