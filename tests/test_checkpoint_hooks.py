@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from checkpoint_helpers import (
     payload,
     segments,
 )
-from daemon_helpers import tether
+from daemon_helpers import child_env, tether, tether_argv
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
 
@@ -240,6 +241,25 @@ def test_a_payload_it_cannot_use_exits_0_with_a_typed_line(home: Path, stdin: st
     run = hook(home, "pre-compact", stdin)
     assert run.returncode == 0
     assert heartbeat(home)[-1]["segment"] in {"bad_payload", "no_session"}
+
+
+@pytest.mark.parametrize("event", ["pre-compact", "session-start"])
+def test_an_endless_stdin_is_refused_at_once_and_exits_0(home: Path, event: str) -> None:
+    # /dev/zero never ends: the hook reads past the payload's bound once, names it, and
+    # still does what it can (session start prints a pack), instead of eating memory.
+    with open("/dev/zero", "rb") as endless:
+        run = subprocess.run(
+            [*tether_argv(home, "hook", "claude-code", event)],
+            stdin=endless,
+            capture_output=True,
+            env=child_env(None),
+            timeout=60,
+            check=False,
+        )
+    assert run.returncode == 0, run.stderr
+    assert heartbeat(home)[-1]["segment"] == "payload_too_large"
+    if event == "session-start":
+        assert json.loads(run.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
 
 
 def test_a_missing_transcript_and_a_missing_home_exit_0(tmp_path: Path) -> None:

@@ -86,8 +86,14 @@ def _recallable(
 
 
 def _stdin() -> bytes:
+    """The harness's payload: at most one byte past ``MAX_PAYLOAD_BYTES`` is read (an
+    endless stdin is refused as ``payload_too_large``, never read to its end)."""
+    from tether.harnesses.hooks import MAX_PAYLOAD_BYTES
+
     try:
-        return b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
+        if sys.stdin is None or sys.stdin.isatty():
+            return b""
+        return sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     except (OSError, ValueError):
         return b""
 

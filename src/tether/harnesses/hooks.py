@@ -56,8 +56,17 @@ def _str(doc: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: The most of a hook's stdin read: a harness's payload is a small JSON object (ids, a
+#: path, a few fields); anything longer is not one, and is never read whole (a hook fed
+#: an endless stream must still end at once, exit 0).
+MAX_PAYLOAD_BYTES = 1024 * 1024
+
+
 def parse_hook_input(data: bytes) -> HookInput | str:
-    """The payload, or a reason code (``bad_payload``) when stdin is not a JSON object."""
+    """The payload, or a reason code when stdin is not one: ``payload_too_large`` (over
+    ``MAX_PAYLOAD_BYTES``), ``bad_payload`` (not a JSON object)."""
+    if len(data) > MAX_PAYLOAD_BYTES:
+        return "payload_too_large"
     try:
         doc = json.loads(data or b"{}")
     except (ValueError, UnicodeDecodeError):
