@@ -9,12 +9,15 @@ the extra passes.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Ticker
+import pytest
+
+from conftest import LEXICAL_PIN, Ticker
 from tether.records import Baseline, User
 from tether.sessions import Session
 
@@ -24,6 +27,14 @@ HIDE = (
     "from tether.cli.main import main\n"
     "main(sys.argv[1:])\n"
 )
+
+
+@pytest.fixture
+def home(home: Path) -> Path:
+    """A home with ``[recall] vectors`` unset ("auto"), as ``tether init`` leaves it."""
+    toml = home / "tether.toml"
+    toml.write_text(toml.read_text().replace(LEXICAL_PIN, ""))
+    return home
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,3 +73,25 @@ def test_without_the_extra_asking_for_vectors_is_refused_with_how(home: Path) ->
     (home / "tether.toml").write_text("[recall]\nvectors = false\n")
     off = _cli(home, "memory", "recall", "anything")
     assert off.returncode == 0, off.stderr
+
+
+def test_without_the_extra_import_and_recall_say_nothing_of_vectors(
+    home: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "chat.jsonl"
+    line = {
+        "session": "s1",
+        "role": "user",
+        "text": "the brake pads squeal",
+        "time": "2026-11-01T10:00:00Z",
+    }
+    source.write_text(json.dumps(line) + "\n")
+    done = _cli(home, "sessions", "import", str(source))
+    assert done.returncode == 0, done.stderr
+    assert "1 record (1 turn)" in done.stdout
+    assert "embedded" not in done.stdout
+    assert done.stderr == ""
+    found = _cli(home, "memory", "recall", "brake pads", "--json")
+    assert found.returncode == 0, found.stderr
+    assert "brake pads squeal" in found.stdout
+    assert found.stderr == ""  # doctor says it once; recall does not repeat it each time

@@ -114,9 +114,11 @@ class HookSetting:
     writeback: bool | None = None
     config_ok: bool = True
     #: Called with each window banked (the session, the segment's file name, the time
-    #: left) to put its messages in recall at once; returns a telemetry code
-    #: (``recall``). Set by the CLI (it indexes, which a service may not); None: banking only.
-    on_banked: Callable[[HookSetting, str, str, Callable[[], float]], str] | None = None
+    #: left) to put its messages in recall at once; returns telemetry codes (``recall``,
+    #: ``vectors``). Set by the CLI (it indexes, which a service may not); None: banking only.
+    on_banked: (
+        Callable[[HookSetting, str, str, Callable[[], float]], tuple[str, str | None]] | None
+    ) = None
 
     @property
     def retired(self) -> bool:
@@ -141,6 +143,7 @@ class Outcome:
     mode: str | None = None  # session end: remainder, skip_covered, full_fallback
     backstop: str | None = None  # backstop_banked, backstop_covered
     recall: str | None = None  # recall_indexed, recall_appended, recall_deferred, recall_error
+    vectors: str | None = None  # embedded, deferred (to the next recall), off, error
     trigger: str | None = None
     source: str | None = None
     reason: str | None = None
@@ -165,6 +168,7 @@ class Outcome:
             "mode": self.mode,
             "backstop": self.backstop,
             "recall": self.recall,
+            "vectors": self.vectors,
             "trigger": self.trigger,
             "source": self.source,
             "reason": self.reason,
@@ -252,7 +256,7 @@ def _recallable(s: HookSetting, out: Outcome, session: str, report: BankReport) 
     # Session end runs detached (the harness waits for nothing): no deadline there.
     left = s.left if out.event != "session-end" else lambda: UNHURRIED_S
     try:
-        out.recall = s.on_banked(s, session, report.path.name, left)
+        out.recall, out.vectors = s.on_banked(s, session, report.path.name, left)
     except Exception as exc:  # the bytes are banked: the recall step may only degrade
         out.recall = "recall_error"
         out.error = out.error or type(exc).__name__

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tether.cli.context import Context, pass_ctx
+from tether.cli.context import Context, counted, pass_ctx
 
 if TYPE_CHECKING:  # the hook's start-up loads what it uses, when it uses it
     from tether.checkpoint.hooks import HookSetting
@@ -63,24 +63,28 @@ INDEX_BYTES_PER_S = 5_000_000
 
 def _recallable(
     ctx: Context, slot: int
-) -> Callable[[HookSetting, str, str, Callable[[], float]], str]:
+) -> Callable[[HookSetting, str, str, Callable[[], float]], tuple[str, str | None]]:
     """What a hook calls with each window it banked: its messages into the harness's
-    session (``checkpoint.recallable``), then that session indexed, in the time left."""
+    session (``checkpoint.recallable``), then that session indexed and (vectors on) its
+    rows embedded, in the time left; what is not, the next recall catches up."""
 
-    def remember(s: HookSetting, session: str, segment: str, left: Callable[[], float]) -> str:
+    def remember(
+        s: HookSetting, session: str, segment: str, left: Callable[[], float]
+    ) -> tuple[str, str | None]:
         from tether.checkpoint.bank import corpus_dir
         from tether.checkpoint.recallable import RESERVE_S, remember_segment
+        from tether.cli.embedding import embed_within
         from tether.memory.indexer import index_home
 
         done = remember_segment(s.home, session, segment, allow=s.allow, left=left, slot=slot)
         if done.code != "recall_appended":
-            return done.code
+            return done.code, None
         size = (corpus_dir(s.home) / segment).stat().st_size
         if left() - RESERVE_S < size / INDEX_BYTES_PER_S:
-            return done.code
+            return done.code, None
         with ctx.store() as store:
             index_home(s.home, store, only=[session])
-        return "recall_indexed"
+        return "recall_indexed", embed_within(s.home, ctx.config(), left, RESERVE_S)
 
     return remember
 
@@ -391,10 +395,26 @@ def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: boo
         results.append(row)
         if not as_json:
             click.echo(f"{one}: {report.code} {report.link or ''}{_facts_line(row)}")
+    embedded = _index_and_embed(ctx)
     if as_json:
         echo_json(results)
+    elif embedded:
+        click.echo(f"{counted(embedded, 'row')} embedded for recall")
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _index_and_embed(ctx: Context) -> int | None:
+    """What ingest put in sessions, indexed and embedded (vectors on), with the meter."""
+    from tether.cli.commands_recall import warn_unindexed
+    from tether.cli.embedding import embed_added
+    from tether.cli.progress import terminal_meter
+    from tether.memory.indexer import index_home
+
+    with ctx.store() as store, terminal_meter() as meter:
+        report = index_home(ctx.home, store)
+        warn_unindexed(report.errors, report.damaged)
+        return embed_added(ctx.home, ctx.config(), meter)
 
 
 def _facts_line(row: dict[str, object]) -> str:

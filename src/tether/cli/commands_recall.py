@@ -11,7 +11,9 @@ null where the search does not say); with ``--sessions``, a list of ``{"session"
 "score", "turns": [hit, ...]}``. ``--timeline`` prints the same hits oldest first;
 ``--as-of DATE`` recalls as memory stood at the end of DATE (what was written later is
 left out, and "last week" is the week before DATE). When the index cannot catch up (a
-full disk), recall answers from what is indexed and says so.
+full disk), recall answers from what is indexed and says so. With vectors on, rows still
+without a vector are embedded first when they are few (``cli.embedding``), else recall
+is lexical and says so on stderr.
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ def recall_cmd(
 ) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
     from tether.checkpoint.recallable import Links
+    from tether.cli.embedding import ready_for_recall
     from tether.memory.recall import recall, recall_sessions
 
     home = ctx.home
@@ -163,6 +166,8 @@ def recall_cmd(
     with _recall_store(ctx) as store, _vectors(ctx) as vectors:
         _catch_up_banked(ctx, best_effort=True)
         report = _catch_up(home, store)
+        with terminal_meter() as meter:
+            ready_for_recall(vectors, meter)  # a few rows embedded first, or a warning
         if by_session:
             sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
         else:

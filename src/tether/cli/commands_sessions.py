@@ -15,6 +15,7 @@ import click
 
 from tether.cli.commands_recall import warn_unindexed
 from tether.cli.context import Context, counted, pass_ctx, utc_stamp
+from tether.cli.embedding import embed_added, embedded_words
 from tether.cli.progress import terminal_meter
 from tether.errors import BadInputError, TetherError
 from tether.files import MAX_LINE_BYTES
@@ -115,6 +116,7 @@ def _import(ctx: Context, file: Path, fmt: str) -> None:
         report = import_jsonl(
             ctx.home, file, now=now, store=ctx.store, config=ctx.config(), meter=meter
         )
+        embedded = embed_added(ctx.home, ctx.config(), meter) if report.already is None else None
     if report.already is not None:
         click.echo(
             f"already imported at {utc_stamp(report.already)}: nothing written "
@@ -137,6 +139,7 @@ def _import(ctx: Context, file: Path, fmt: str) -> None:
         f"imported {what}: "
         f"{counted(report.sessions_created, 'session')} created, "
         f"{report.sessions_appended} appended; {counted(report.indexed_rows, 'row')} indexed"
+        f"{embedded_words(embedded)}"
     )
     warn_unindexed(report.index_errors)
 
@@ -159,6 +162,7 @@ def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
             config=ctx.config(),
             meter=meter,
         )
+        embedded = embed_added(ctx.home, ctx.config(), meter) if report.imported else None
     skipped = skipped_words(report.skipped)
     if len(paths) == 1:
         source = "the transcript's"
@@ -174,6 +178,7 @@ def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
     click.echo(
         f"imported {report.new} of {source} {counted(report.messages, 'message')} "
         f"({counted(r.turns, 'turn')}) into {into}; {counted(r.indexed_rows, 'row')} indexed"
+        f"{embedded_words(embedded)}"
     )
     if skipped:
         click.echo(skipped)

@@ -107,17 +107,20 @@ def embed_missing(
     progress: Progress | None = None,
     batch: int = BATCH_ROWS,
     after_batch: Callable[[int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> int:
     """Embed rows that have no vector from the model, in id order, a batch per
     transaction; at most ``limit`` rows (None: all). Rows embedded; ``after_batch`` is
     called with the running count after each commit (the fault points of the crash
-    tests sit there)."""
+    tests sit there); ``stop`` is asked before each batch (a hook out of time)."""
     done = 0
     after = 0
     if progress is not None:
         counts = vectors.refresh()
         progress.stage("embedding rows", max(counts.total - counts.done, 0))
     while limit is None or done < limit:
+        if stop is not None and stop():
+            break
         want = batch if limit is None else min(batch, limit - done)
         rows = vectors.index.missing_vectors(vectors.model, want, after=after)
         if not rows:

@@ -1,0 +1,121 @@
+"""Vectors where they are on: the commands that add rows embed them, so recall is never
+silently lexical.
+
+- ``embed_added``: after ``sessions import`` or ``transcripts ingest`` indexed what it
+  added, embed every row still without a vector (the progress bar on a terminal); the
+  rows embedded, or None when vectors are off (``[recall] vectors``, or the extra absent
+  under "auto"). A failure (the model's file damaged, a full disk) is one warning: the
+  rows are imported, and recall says it is lexical for them.
+- ``ready_for_recall``: ``memory recall``'s step before it searches. With up to
+  ``RECALL_EMBED_ROWS`` rows missing a vector (what a hook's window out of time left:
+  about 3 s on two cores, model load included) they are embedded first; with more, recall
+  answers lexically and says so once on stderr, naming the fix.
+- ``embed_within``: the hooks' step after indexing a banked window: embed while the
+  deadline leaves time for another batch (keeping ``RESERVE_S``); "embedded", "deferred"
+  (left for the next recall), "off", or "error" for the hook's telemetry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from tether.cli.context import counted, shown
+from tether.errors import TetherError
+
+if TYPE_CHECKING:
+    from tether.config import Config
+    from tether.memory.vectors import Vectors
+    from tether.ports import Progress
+
+#: The most rows ``memory recall`` embeds before it answers (64-70 rows/s on two cores:
+#: about 3 s); with more missing it answers lexically and warns.
+RECALL_EMBED_ROWS = 200
+#: What the hooks count on to load the model and embed one batch before they start (the
+#: model loads in ~0.55 s here, a batch of short rows embeds in ~0.1-1 s).
+LOAD_S = 0.6
+#: A low estimate of one batch's time (``memory.vectors.BATCH_ROWS`` rows of ~160 words).
+BATCH_S = 1.0
+
+
+def embed_added(home: Path, config: Config, meter: Progress | None) -> int | None:
+    """Embed the rows still without a vector (see the module's doc); None: vectors off."""
+    from tether.daemon.vectors import open_vectors
+    from tether.memory.vectors import embed_missing
+
+    try:
+        vectors = open_vectors(home, config)
+        if vectors is None:
+            return None
+        try:
+            return embed_missing(vectors, progress=meter)
+        finally:
+            vectors.index.close()
+    except (TetherError, OSError) as exc:
+        click.echo(
+            f"tether: warning: the rows were imported but not embedded, recall is lexical "
+            f"for them until `tether memory reindex --vectors`: {shown(str(exc))}",
+            err=True,
+        )
+        return 0
+
+
+def embedded_words(embedded: int | None) -> str:
+    """What an import says about its vectors (nothing when they are off)."""
+    return "" if embedded is None else f"; {counted(embedded, 'row')} embedded"
+
+
+def ready_for_recall(vectors: Vectors | None, meter: Progress | None) -> None:
+    """Embed a few missing rows before recall searches, or warn that it is lexical."""
+    from tether.memory.vectors import embed_missing
+
+    if vectors is None:
+        return
+    counts = vectors.refresh()
+    missing = counts.total - counts.done
+    if missing <= 0:
+        return
+    if missing <= RECALL_EMBED_ROWS:
+        try:
+            embed_missing(vectors, progress=meter)
+        except (TetherError, OSError) as exc:
+            click.echo(
+                f"tether: warning: recall is lexical: {counted(missing, 'row')} could not be "
+                f"embedded: {shown(str(exc))} (run `tether memory reindex --vectors`)",
+                err=True,
+            )
+        return
+    click.echo(
+        f"tether: warning: recall is lexical: {counted(missing, 'row')} of {counts.total} "
+        "have no vector yet; run `tether memory reindex --vectors` (the daemon also catches up)",
+        err=True,
+    )
+
+
+def embed_within(home: Path, config: Config, left: Callable[[], float], reserve: float) -> str:
+    """The hooks' embedding of what they indexed, within the time ``left()`` says remains."""
+    from tether.daemon.vectors import open_vectors
+    from tether.llm import embedder
+    from tether.memory.vectors import embed_missing
+
+    if config.recall.vectors is False or not embedder.available():
+        return "off"
+    if left() - reserve < LOAD_S + BATCH_S:
+        return "deferred"
+    started = time.monotonic()
+    try:
+        vectors = open_vectors(home, config)
+        if vectors is None:
+            return "off"
+        try:
+            load_s = time.monotonic() - started
+            embed_missing(vectors, stop=lambda: left() - reserve < max(BATCH_S, load_s))
+            return "embedded" if vectors.complete else "deferred"
+        finally:
+            vectors.index.close()
+    except (TetherError, OSError):
+        return "error"
