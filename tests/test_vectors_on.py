@@ -6,7 +6,11 @@ extra, ``test_vectors_absent`` checks that nothing changes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +18,13 @@ import pytest
 
 from checkpoint_helpers import TETHER_SESSION, Transcript, heartbeat, hook, payload
 from conftest import Ticker
-from daemon_helpers import tether
-from tether.cli.embedding import RECALL_EMBED_ROWS
+from daemon_helpers import spawn, tether
+from tether.cli.embedding import PAUSE_BEFORE_EMBED, RECALL_EMBED_ROWS
+from tether.home import init_home
 from tether.llm import embedder
 from tether.records import Baseline, User
 from tether.sessions import Session
+from tether.testing.pause import release, wait_reached
 
 _MISSING = embedder.missing()
 pytestmark = [
@@ -150,3 +156,72 @@ def test_transcripts_ingest_embeds_what_it_adds(home: Path, tmp_path: Path) -> N
     assert out.returncode == 0, out.stderr
     assert "4 rows embedded for recall" in out.stdout
     assert lexical(home) == []
+
+
+@pytest.fixture
+def small_disk() -> Iterator[Path]:
+    """A 4 MiB tmpfs (as in ``test_disk_full``), unmounted afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="thvec", dir="/tmp"))
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        root.rmdir()
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield root
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
+        root.rmdir()
+
+
+def _fill(root: Path) -> Path:
+    filler = root / "filler"
+    with contextlib.suppress(OSError), filler.open("ab", buffering=0) as f:
+        while True:
+            f.write(b"\0" * 4096)
+    with contextlib.suppress(OSError), filler.open("ab", buffering=0) as f:
+        while True:
+            f.write(b"\0")  # the last few bytes too
+    return filler
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_embedding_leaves_the_import_done_and_says_so(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    home = small_disk / "h"
+    init_home(home)
+    source = tmp_path / "chat.jsonl"
+    lines = [
+        {"session": "s1", "role": "user", "text": t, "time": f"2026-11-0{i + 1}T10:00:00Z"}
+        for i, t in enumerate([*OTHERS, APPLE])
+    ]
+    source.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    child = spawn(
+        home,
+        "sessions",
+        "import",
+        str(source),
+        env={"TETHER_PAUSE_AT": PAUSE_BEFORE_EMBED, "TETHER_PAUSE_DIR": str(pause)},
+    )
+    assert wait_reached(pause, PAUSE_BEFORE_EMBED, timeout=60)
+    filler = _fill(small_disk)
+    release(pause, PAUSE_BEFORE_EMBED)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert "imported 5 records" in out
+    assert "embedded" not in out
+    assert "the rows were imported but not embedded" in err
+    assert "tether memory reindex --vectors" in err
+    assert "Traceback" not in err
+    filler.unlink()
+    assert any("0 of 5 rows have vectors" in ln for ln in lexical(home))
+    hits, said = recall(home, QUESTION)  # a few rows: embedded before it answers
+    assert hits[0]["text"] == APPLE
+    assert said == ""

@@ -38,15 +38,20 @@ RECALL_EMBED_ROWS = 200
 #: What the hooks count on to load the model and embed one batch before they start (the
 #: model loads in ~0.55 s here, a batch of short rows embeds in ~0.1-1 s).
 LOAD_S = 0.6
+#: Where a test fills the disk between an import's indexing and its embedding.
+PAUSE_BEFORE_EMBED = "import-before-embed"
 #: A low estimate of one batch's time (``memory.vectors.BATCH_ROWS`` rows of ~160 words).
 BATCH_S = 1.0
 
 
 def embed_added(home: Path, config: Config, meter: Progress | None) -> int | None:
-    """Embed the rows still without a vector (see the module's doc); None: vectors off."""
+    """Embed the rows still without a vector (see the module's doc); None: vectors off, or
+    the embedding failed (warned)."""
     from tether.daemon.vectors import open_vectors
+    from tether.faults import pause_point
     from tether.memory.vectors import embed_missing
 
+    pause_point(PAUSE_BEFORE_EMBED)
     try:
         vectors = open_vectors(home, config)
         if vectors is None:
@@ -61,7 +66,7 @@ def embed_added(home: Path, config: Config, meter: Progress | None) -> int | Non
             f"for them until `tether memory reindex --vectors`: {shown(str(exc))}",
             err=True,
         )
-        return 0
+        return None  # the warning said it: the summary line says nothing of vectors
 
 
 def embedded_words(embedded: int | None) -> str:
