@@ -35,12 +35,14 @@ if TYPE_CHECKING:
 #: The most rows ``memory recall`` embeds before it answers (64-70 rows/s on two cores:
 #: about 3 s); with more missing it answers lexically and warns.
 RECALL_EMBED_ROWS = 200
-#: What the hooks count on to load the model and embed one batch before they start (the
-#: model loads in ~0.55 s here, a batch of short rows embeds in ~0.1-1 s).
+#: What the hooks count on to load the model (~0.55 s here) before they start.
 LOAD_S = 0.6
 #: Where a test fills the disk between an import's indexing and its embedding.
 PAUSE_BEFORE_EMBED = "import-before-embed"
-#: A low estimate of one batch's time (``memory.vectors.BATCH_ROWS`` rows of ~160 words).
+#: Rows a hook embeds per batch: small, so the deadline is checked often (a batch of the
+#: longest rows, four parts each, is 64 parts: about 1 s on two cores).
+HOOK_BATCH_ROWS = 16
+#: A high estimate of one such batch's time.
 BATCH_S = 1.0
 
 
@@ -118,7 +120,11 @@ def embed_within(home: Path, config: Config, left: Callable[[], float], reserve:
             return "off"
         try:
             load_s = time.monotonic() - started
-            embed_missing(vectors, stop=lambda: left() - reserve < max(BATCH_S, load_s))
+            embed_missing(
+                vectors,
+                batch=HOOK_BATCH_ROWS,
+                stop=lambda: left() - reserve < max(BATCH_S, load_s),
+            )
             return "embedded" if vectors.complete else "deferred"
         finally:
             vectors.index.close()
