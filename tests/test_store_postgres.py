@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 import pg_helpers
+from conftest import LEXICAL_PIN
 from daemon_helpers import spawn, tether
 from search_helpers import words
 from tether.core.sweep.state import Fact, Owner
@@ -42,7 +43,9 @@ T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
 def pg_home(tmp_path: Path, name: str, url: str, owner: str) -> Path:
     home = tmp_path / name
     init_home(home)
-    (home / "tether.toml").write_text(f'[store]\nurl = "{url}"\nowner = "{owner}"\n')
+    # Lexical, as conftest's home fixture pins it: these tests are about tenancy, and
+    # fused recall fills k with an owner's own unrelated rows when nothing matches.
+    (home / "tether.toml").write_text(f'[store]\nurl = "{url}"\nowner = "{owner}"\n' + LEXICAL_PIN)
     return home
 
 
