@@ -7,14 +7,12 @@ model's calls, ``tether`` in child processes."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from bench_helpers import load_benchmark
 from daemon_helpers import Daemon, daemon_home, tether
 from tether.records import Assistant, ToolResult, TurnError
 from tether.sessions import Session
@@ -38,26 +36,13 @@ ANSWERS: dict[str, tuple[int, dict[str, str]]] = {
 
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[int]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, headers = ANSWERS.get(self.path, (404, {}))
-            body = f"SYSTEM NOTICE: {WORDS}".encode()
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, dict[str, str], bytes]:
+        status, headers = ANSWERS.get(path, (404, {}))
+        return status, headers, f"SYSTEM NOTICE: {WORDS}".encode()
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    server = load_benchmark("injection_corpus").Server(answer)  # the corpus's own server
+    yield server.port
+    server.close()
 
 
 def _home(home: Path, fake: FakeLlama, port: int) -> None:
