@@ -163,7 +163,7 @@ def sweep_claimed(
         report.taken_over += 1
     reason = None
     try:
-        result = _run_day(runner, day, now, report)
+        result, retried = _run_day(runner, day, now, report)
     except WorkerStopping:
         with contextlib.suppress(StoreError):
             report.handed_back += claims.release(claimant)
@@ -184,6 +184,10 @@ def sweep_claimed(
             why = result.refused_dates[0][1] if result.refused_dates else result.reason
             outcome = why or outcome
         reason = result.days[0].reason if result.days else None
+        if retried and outcome == "already_complete":
+            # The day is ours (claimed): a retry that finds it complete found the commit
+            # whose answer the lost connection cut off, i.e. this worker completed it.
+            outcome = "complete"
     _finish(claims.finish, day, outcome if outcome != "already_complete" else "complete")
     report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
     if reason:
@@ -191,11 +195,14 @@ def sweep_claimed(
     return True
 
 
-def _run_day(runner: Runner, day: ClaimedDay, now: datetime, report: WorkerReport) -> OwnerResult:
-    """The claimed owner-day, run again while its connection is lost (module docstring)."""
+def _run_day(
+    runner: Runner, day: ClaimedDay, now: datetime, report: WorkerReport
+) -> tuple[OwnerResult, bool]:
+    """The claimed owner-day, run again while its connection is lost (module docstring);
+    and whether it had to be run again."""
     for attempt in range(1, DAY_TRIES + 1):
         try:
-            return runner.run_owner(day.owner, now, (day.local_date,))
+            return runner.run_owner(day.owner, now, (day.local_date,)), attempt > 1
         except StoreConnectionLostError as exc:
             if attempt == DAY_TRIES:
                 raise
