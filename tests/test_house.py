@@ -62,7 +62,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "views": SERVICE_BASE,
     "tools": SERVICE_BASE | {"memory", "checkpoint", "broker"},
     # use-cases: a turn, an import, scheduled work
-    "agent": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools"},
+    "agent": SERVICE_BASE | {"extract", "memory", "checkpoint", "broker", "tools"},
     "imports": SERVICE_BASE | {"memory", "checkpoint"},
     "scheduler": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools", "agent"},
     # `tether mcp`: the memory over the MCP SDK, its fences and tokens; the store it serves
