@@ -39,7 +39,7 @@ from tether.errors import (
 from tether.faults import crash_point, pause_point
 from tether.memory.identity import Identity
 from tether.memory.indexer import index_home
-from tether.ports import Clock, Llm, Store
+from tether.ports import Clock, Llm, MemoryStore
 from tether.records import (
     Assistant,
     Baseline,
@@ -91,7 +91,7 @@ class Agent:
         *,
         home: Path,
         config: Config,
-        store: Store,
+        store: MemoryStore,
         llm: Llm,
         tools: ToolBox,
         clock: Clock,
