@@ -186,8 +186,7 @@ class Agent:
                     await asyncio.to_thread(self._close_interrupted, session)
                     await self._compact_if_due(session)
                 except BaseException:
-                    if first is not None and self.budget is not None:
-                        self.budget.settle(first, None)  # the call is never made
+                    self.meter.settle(first, None)  # the call is never made
                     raise
                 try:
                     done = await self._turn(
@@ -278,7 +277,7 @@ class Agent:
         try:
             return self._open_for(sid, text, slot, baseline, opened), first
         except BaseException:
-            self.budget.settle(first, None)
+            self.meter.settle(first, None)
             raise
 
     def _close_interrupted(self, session: Session) -> None:
