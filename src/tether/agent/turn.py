@@ -395,7 +395,7 @@ class Agent:
                     priority=priority,
                     reserved=first if step == 0 else None,
                 )
-            except BudgetRefusedError as exc:  # a later step's: the first was reserved
+            except BudgetRefusedError as exc:  # a later step or a retry (the first is weighed)
                 await _append(session, TurnError(time=self.clock.now(), kind="budget"))
                 raise TurnFailedError(session.id, "budget", exc) from exc
             except asyncio.CancelledError:
