@@ -396,3 +396,38 @@ def test_the_architecture_page_lists_every_module() -> None:
     }
     assert not modules - listed, f"missing from docs/architecture.md: {sorted(modules - listed)}"
     assert not listed - modules, f"listed but gone: {sorted(listed - modules)}"
+
+
+# -- the Store is the union of its role ports ---------------------------------------------
+
+
+def _methods(cls: type) -> set[str]:
+    return {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+
+
+def test_every_method_of_the_store_belongs_to_exactly_one_role_port() -> None:
+    """A method added to ``Store`` itself, or to two roles, would let a consumer's slice
+    and the union drift apart: each lives in one role, and ``Store`` adds only ``close``."""
+    from typing import Protocol
+
+    from tether.ports import store
+
+    roles = [b for b in store.Store.__bases__ if b is not Protocol]
+    assert len(roles) == 12, [r.__name__ for r in roles]
+    seen: dict[str, str] = {}
+    for role in roles:
+        assert set(role.__bases__) == {Protocol}, role  # a role is made of nothing else
+        for name in _methods(role):
+            assert name not in seen, f"{name} is in {seen[name]} and {role.__name__}"
+            seen[name] = role.__name__
+    assert _methods(store.Store) == {"close"}
+    slices = [
+        v
+        for v in vars(store).values()
+        if isinstance(v, type) and issubclass(v, Protocol) and v not in (*roles, store.Store)
+    ]
+    slices = [s for s in slices if s is not Protocol]
+    assert len(slices) >= 9, slices  # NoteWriter, RecallStore, MemoryStore, ...
+    for s in slices:
+        assert _methods(s) == set(), f"{s.__name__} defines methods: only roles do"
+        assert set(s.__bases__) - {Protocol} <= set(roles), s  # made of roles only
