@@ -14,8 +14,9 @@ background slot) and its stage in the store (``sweep_model_stage``), so a worker
 nothing but the URL and an endpoint. It has no home, so no allow-list: every secret the
 scanner finds is redacted. Each model call is metered (``agent.metered``) into the owner's
 own spend ledger in its schema, as its home's sweep would be: ``tether usage`` of a home on
-that schema counts the worker's calls, and ``[budget]`` of the worker's config applies to
-them (no caps unless it sets some); each day's ``[sweep] max_model_tokens`` /
+that schema counts the worker's calls (each settled as it ends: no scheduler here writes
+a kept settle later), and ``[budget]`` of the worker's config applies to them (no caps
+unless it sets some); each day's ``[sweep] max_model_tokens`` /
 ``max_model_cost_usd`` ceiling applies too. With no home there is no call log, so a
 worker's failed calls are in its report, not in ``tether usage``'s ``failed``.
 """
@@ -113,8 +114,13 @@ def run_worker(
                     plain = metered.blocking(portal.call)
 
                     def call(request: CompletionRequest) -> Completion:
-                        with stop.interruptible():  # a stop ends a model call at once
-                            return plain(request)
+                        try:
+                            with stop.interruptible():  # a stop ends a model call at once
+                                return plain(request)
+                        finally:
+                            # No scheduler here writes a kept settle later, and the
+                            # owner's next call may be a day away: write it now.
+                            _flush(budget)
 
                     producer = ModelProducer(
                         stages=opened[owner].model_stages(),
