@@ -62,7 +62,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "views": SERVICE_BASE,
     "tools": SERVICE_BASE | {"memory", "checkpoint", "broker"},
     # use-cases: a turn, an import, scheduled work
-    "agent": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools"},
+    "agent": SERVICE_BASE | {"extract", "memory", "checkpoint", "broker", "tools"},
     "imports": SERVICE_BASE | {"memory", "checkpoint"},
     "scheduler": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools", "agent"},
     # `tether mcp`: the memory over the MCP SDK, its fences and tokens; the store it serves
@@ -217,8 +217,8 @@ def purity(rel: str, source: str) -> list[Broken]:
 
 
 def protocols(rel: str, source: str) -> list[Broken]:
-    """A ``Protocol`` defined anywhere but ``ports.py``."""
-    if rel == "ports.py":
+    """A ``Protocol`` defined anywhere but the ``ports`` package."""
+    if rel.startswith("ports/"):
         return []
     broken = []
     for node in ast.walk(ast.parse(source)):
@@ -227,7 +227,7 @@ def protocols(rel: str, source: str) -> list[Broken]:
                 name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
                 if name == "Protocol":
                     broken.append(
-                        Broken(rel, node.lineno, f"Protocol {node.name} belongs in ports.py")
+                        Broken(rel, node.lineno, f"Protocol {node.name} belongs in ports/")
                     )
     return broken
 
@@ -260,7 +260,30 @@ def composition(rel: str, source: str) -> list[Broken]:
     return broken
 
 
-CHECKS = (layering, purity, protocols, sweep_sql, composition)
+#: The parts that open a store (or implement one) and so hold the whole ``Store``: the
+#: composition root, the CLI and the memory browser (which open it), the stores and the
+#: ports. Every other part is typed on the role ports it uses (``tether.ports.store``).
+STORE_HOLDERS = frozenset({"daemon", "cli", "ui", "stores", "ports"})
+
+
+def full_store(rel: str, source: str) -> list[Broken]:
+    """A consumer typed on the whole ``Store`` rather than the roles it uses."""
+    if part_of(module_name(rel)) in STORE_HOLDERS:
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        named = False
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tether.ports"):
+            named = any(alias.name == "Store" for alias in node.names)
+        elif isinstance(node, ast.Attribute) and node.attr == "Store":
+            named = isinstance(node.value, ast.Name) and node.value.id == "ports"
+        if named:
+            rule = "typed on the whole Store: name the role ports it uses (tether.ports.store)"
+            broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+CHECKS = (layering, purity, protocols, sweep_sql, composition, full_store)
 
 
 def sources() -> list[tuple[str, str]]:
@@ -307,7 +330,7 @@ BACK_DOORS = [
     # core doing I/O or reading the clock
     (purity, "core/periods.py", "import os\n", 1),
     (purity, "core/cron.py", "from datetime import datetime\nx = datetime.now()\n", 2),
-    # a Protocol outside ports.py
+    # a Protocol outside ports/
     (protocols, "llm/types.py", "from typing import Protocol\nclass Llm(Protocol):\n    pass\n", 2),
     # the main store's adapter reading the sweep's tables
     (
@@ -318,6 +341,9 @@ BACK_DOORS = [
     ),
     # the CLI assembling the sweep's runner
     (composition, "cli/commands_sweep.py", "runner = Runner(store, producer)\n", 1),
+    # a use-case typed on all 43 methods of the store when it uses two
+    (full_store, "memory/notes.py", "from tether.ports import Store, SweepStore\n", 1),
+    (full_store, "sweep/spine.py", "from tether import ports\ndef f(s: ports.Store): ...\n", 2),
 ]
 
 
@@ -336,6 +362,8 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert sweep_sql("stores/sqlite_sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
     assert sweep_sql("stores/sqlite.py", '"""Facts mirrored from sweep_fact."""\n') == []
     assert composition(ROOT, "runner = Runner(store, producer)\n") == []
+    assert full_store("memory/notes.py", "from tether.ports import NoteWriter\n") == []
+    assert full_store("cli/context.py", "from tether.ports import Store\n") == []
 
 
 # -- the architecture page lists every module --------------------------------------------
@@ -368,3 +396,38 @@ def test_the_architecture_page_lists_every_module() -> None:
     }
     assert not modules - listed, f"missing from docs/architecture.md: {sorted(modules - listed)}"
     assert not listed - modules, f"listed but gone: {sorted(listed - modules)}"
+
+
+# -- the Store is the union of its role ports ---------------------------------------------
+
+
+def _methods(cls: type) -> set[str]:
+    return {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+
+
+def test_every_method_of_the_store_belongs_to_exactly_one_role_port() -> None:
+    """A method added to ``Store`` itself, or to two roles, would let a consumer's slice
+    and the union drift apart: each lives in one role, and ``Store`` adds only ``close``."""
+    from typing import Protocol
+
+    from tether.ports import store
+
+    roles = [b for b in store.Store.__bases__ if b is not Protocol]
+    assert len(roles) == 12, [r.__name__ for r in roles]
+    seen: dict[str, str] = {}
+    for role in roles:
+        assert set(role.__bases__) == {Protocol}, role  # a role is made of nothing else
+        for name in _methods(role):
+            assert name not in seen, f"{name} is in {seen[name]} and {role.__name__}"
+            seen[name] = role.__name__
+    assert _methods(store.Store) == {"close"}
+    slices = [
+        v
+        for v in vars(store).values()
+        if isinstance(v, type) and issubclass(v, Protocol) and v not in (*roles, store.Store)
+    ]
+    slices = [s for s in slices if s is not Protocol]
+    assert len(slices) >= 9, slices  # NoteWriter, RecallStore, MemoryStore, ...
+    for s in slices:
+        assert _methods(s) == set(), f"{s.__name__} defines methods: only roles do"
+        assert set(s.__bases__) - {Protocol} <= set(roles), s  # made of roles only

@@ -6,11 +6,10 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import anyio.from_thread
@@ -19,15 +18,17 @@ import msgspec
 
 from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
 from tether.agent.budget import BudgetGate
+from tether.agent.metered import Meter, MeteredLlm
 from tether.agent.turn import Agent
 from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
+from tether.core.scheduling import Priority
 from tether.core.sweep.windows import zone as named_zone
-from tether.daemon.harvest import GatedLlm, HarvestQueue
+from tether.daemon.harvest import HarvestQueue
 from tether.daemon.vectors import VectorIndexer, open_vectors
 from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
-from tether.extract.calls import CountedLlm
+from tether.extract.calls import CallLog
 from tether.extract.extractor import Extractor
 from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
@@ -229,7 +230,7 @@ def sweep_runner(
                     llm,
                     slot=config.slots.background,
                     form=ex.resolved_form(config.llm),
-                    on_malformed=llm.malformed if isinstance(llm, CountedLlm) else None,
+                    on_malformed=llm.malformed if isinstance(llm, MeteredLlm) else None,
                 ),
                 config=config.sweep,
                 clock=(clock or SystemClock()).now,
@@ -287,35 +288,6 @@ class FixedClock:
         return self.time
 
 
-def sweep_call(
-    llm: Llm,
-    run: Callable[[Callable[[], Coroutine[Any, Any, Completion]]], Completion],
-    budget: BudgetGate | None,
-    default_max_tokens: int,
-) -> Call:
-    """A synchronous model call for the sweep's producer: ``run`` carries it to the event
-    loop (a blocking portal, or ``anyio.from_thread.run`` from the daemon's worker thread),
-    and ``[budget.sweep]`` reserves its bound first and settles what it used."""
-
-    def call(request: CompletionRequest) -> Completion:
-        reservation = None
-        if budget is not None:
-            reservation = budget.reserve(
-                "sweep", "sweep", budget.bound(request, default_max_tokens)
-            )
-        try:
-            completion = run(lambda: llm.complete(request))
-        except BaseException:
-            if reservation is not None and budget is not None:
-                budget.settle(reservation, None)
-            raise
-        if reservation is not None and budget is not None:
-            budget.settle(reservation, completion)
-        return completion
-
-    return call
-
-
 class AbsentLlm:
     """The model ``[llm]`` names cannot be loaded (the extra missing, no GGUF): every call
     raises why, so the sweep's extractive path makes the day's page (``[extract] mode``
@@ -368,12 +340,17 @@ def run_sweep(
                     budget = build_budget(home, config, main, FixedClock(now), reader)
                 finally:
                     reader.close()
-                counted = CountedLlm(
-                    model, home, "sweep", now=lambda: now, gated=budget.gated("sweep")
+                # One process, nothing else on the slots: metered with no slot gate.
+                metered = MeteredLlm(
+                    model,
+                    Meter(budget, None, config.llm.max_tokens),
+                    "sweep",
+                    priority=Priority.SWEEP,
+                    calls=CallLog(home, "sweep", now=lambda: now),
                 )
-                call = sweep_call(counted, portal.call, budget, config.llm.max_tokens)
+                call = metered.blocking(portal.call)
                 with sweep_runner(
-                    home, config, main=main, call=call, llm=counted, clock=FixedClock(now)
+                    home, config, main=main, call=call, llm=metered, clock=FixedClock(now)
                 ) as runner:
                     sweep_owners.ensure_default(runner.store, now)
                     for o in owners or ():
@@ -399,21 +376,13 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
     try:
         sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
         slot = runtime.config.slots.background
-        llm = GatedLlm(
-            runtime.llm,
-            runtime.agent.gates,
-            slot,
-            runtime.agent.budget,
-            runtime.config.llm.max_tokens,
-        )
         config = runtime.config
-        budget = runtime.agent.budget
-        counted = CountedLlm(
-            llm,
-            home,
+        counted = MeteredLlm(
+            runtime.llm,
+            runtime.agent.meter,
             "harvest",
-            now=runtime.agent.clock.now,
-            gated=budget is not None and budget.gated("harvest"),
+            priority=Priority.TOOL_SUMMARY,
+            calls=CallLog(home, "harvest", now=runtime.agent.clock.now),
         )
         extractor = Extractor(
             counted,
@@ -443,7 +412,8 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
 
 async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) -> Harvested:
     """One segment's harvest in this process (``tether transcripts ingest --facts``): the
-    configured model on the background slot, no daemon needed; never gated by
+    configured model on the background slot, no daemon needed, its calls metered as the
+    daemon's harvest's are (``[budget.harvest]``, the call log); never gated by
     ``auto_writeback`` when ``lane`` is ingest. With ``[extract] mode`` extractive, or no
     model to load (the extra missing, no GGUF), the extractive path alone, saying why."""
     ex = config.extract
@@ -461,8 +431,15 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
         sweep_owners.ensure_default(sweep, clock.now())
         slot = config.slots.background
         extractor = None
+        budget = build_budget(home, config, store, clock, sweep)
         if llm is not None:
-            counted = CountedLlm(llm, home, "harvest", now=clock.now)
+            counted = MeteredLlm(
+                llm,
+                Meter(budget, None, config.llm.max_tokens),
+                "harvest",
+                priority=Priority.TOOL_SUMMARY,
+                calls=CallLog(home, "harvest", now=clock.now),
+            )
             extractor = Extractor(
                 counted,
                 slot=slot,
@@ -481,7 +458,10 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
             chunk_chars=ex.resolved_chunk_chars(config.llm),
             absent=absent,
         )
-        return await harvester.harvest(segment, lane=lane)
+        try:
+            return await harvester.harvest(segment, lane=lane)
+        finally:
+            budget.flush()
     finally:
         if llm is not None:
             await llm.aclose()

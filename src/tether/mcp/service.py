@@ -37,7 +37,7 @@ from tether.memory.notes import write_note
 from tether.memory.pages import render
 from tether.memory.recall import recall, recall_sessions
 from tether.memory.vectors import Vectors
-from tether.ports import Store, SweepStore
+from tether.ports import MemoryStore, SweepStore
 from tether.records import Hit, Page
 from tether.scan.allow import home_allow
 from tether.scan.screen import screen
@@ -82,7 +82,7 @@ class Memory:
     def __init__(
         self,
         home: Path,
-        store: Store,
+        store: MemoryStore,
         sweep: SweepStore | None,
         *,
         result_tokens: int,

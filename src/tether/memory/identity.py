@@ -24,7 +24,7 @@ from pathlib import Path
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
 from tether.files import read_home_bytes, write_atomic
-from tether.ports import Store
+from tether.ports import IdentityStore
 from tether.records import JournalEntry
 from tether.scan.allow import home_allow
 from tether.scan.screen import Screened, screen
@@ -57,7 +57,7 @@ class IdentityError(BadInputError):
 class Identity:
     """Read and edit memory.md; every edit is journalled in the store."""
 
-    def __init__(self, home: Path, store: Store) -> None:
+    def __init__(self, home: Path, store: IdentityStore) -> None:
         self.home = home
         self.path = home / MEMORY_FILE
         self._lock_path = self.path.with_name(".memory.md.lock")
