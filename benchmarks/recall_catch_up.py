@@ -12,11 +12,15 @@ pre-compact windows of ``--turns`` turns, all already in their sessions and inde
 (lexical recall: vectors are not what is measured). Figures, median of ``--repeat``:
 
 - ``catch_up``: the call alone, in this process;
-- ``recall_cli``: ``tether memory recall QUERY --json`` as a child process, wall time.
+- ``recall_in_process``: ``tether memory recall QUERY --json``, the command's own code
+  run in this process (click's runner): what a recall costs without interpreter start;
+- ``recall_cli``: the same as a child process, wall time (interpreter start included).
 
-Baseline, in the same run on the same home: the marks file removed before each call (what
-every recall did before the marks: read every ledger). Then one session gains a window
-(a hook that deferred it) and one recall catches it up: ``one_new``.
+Baseline, in the same run on the same home: the marks file removed before each call, so
+every ledger is read as before the marks (``catch_up``: ``pending`` alone, exactly the
+old no-news path; the CLI's baseline also pays the one marks write that follows). Then one
+session gains a window (a hook that deferred it) and one catch-up brings it in:
+``one_new``.
 
     nice -n 10 .venv/bin/python benchmarks/recall_catch_up.py [--sessions 1000]
 """
@@ -36,8 +40,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from tether.checkpoint.bank import bank_redacted, redact_text
-from tether.checkpoint.recallable import catch_up, marks_path
+from tether.checkpoint.recallable import catch_up, marks_path, pending
+from tether.cli.main import cli
 from tether.config import load_config
 from tether.core.checkpoint import Turn, render
 from tether.home import init_home
@@ -139,6 +146,14 @@ def main() -> None:
 
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
+        runner = CliRunner()
+        words = ["--home", str(home), "memory", "recall", "garden roof quote", "-k", "5", "--json"]
+
+        def recall_in_process() -> object:
+            done = runner.invoke(cli, words)
+            assert done.exit_code == 0, done.output
+            return done
+
         def recall() -> object:
             argv = [sys.executable, "-m", "tether.cli.main", "--home", str(home)]
             argv += ["memory", "recall", "garden roof quote", "-k", "5", "--json"]
@@ -147,8 +162,16 @@ def main() -> None:
         catch()  # the marks written once
         figures = {
             "catch_up_ms": {
-                "baseline_unmarked": median_ms(catch, args.repeat, unmarked),
+                # what catch_up did before the marks when nothing was new: pending() alone
+                "baseline_read_every_ledger": median_ms(
+                    lambda: pending(home), args.repeat, unmarked
+                ),
+                "unmarked_then_marks_written": median_ms(catch, args.repeat, unmarked),
                 "marked": median_ms(catch, args.repeat, keep),
+            },
+            "recall_in_process_ms": {
+                "baseline_unmarked": median_ms(recall_in_process, args.repeat, unmarked),
+                "marked": median_ms(recall_in_process, args.repeat, keep),
             },
             "recall_cli_ms": {
                 "baseline_unmarked": median_ms(recall, args.repeat, unmarked),

@@ -64,7 +64,6 @@ from tether.checkpoint.bank import (
     corpus_dir,
     ledger,
     ledger_path,
-    sessions_banked,
 )
 from tether.core.checkpoint import Turn, parse_rendered, render
 from tether.errors import NotFoundError, TetherError
@@ -196,14 +195,38 @@ def _state(home: Path, sid: str) -> State | None:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+_LEDGER = ".ledger.json"
+
+
+def _ledger_states(home: Path) -> dict[str, State | None]:
+    """Every banked session (``sessions_banked``) and its ledger's state, in one pass
+    over the folder (no ``Path`` per file: at thousands of sessions, what a recall with
+    nothing new costs)."""
+    out: dict[str, State | None] = {}
+    try:
+        entries = os.scandir(corpus_dir(home))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    with entries:
+        for entry in entries:
+            if not entry.name.endswith(_LEDGER):
+                continue
+            try:
+                st = entry.stat()
+                out[entry.name[: -len(_LEDGER)]] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            except OSError:
+                out[entry.name[: -len(_LEDGER)]] = None  # read below: its error decides
+    return dict(sorted(out.items()))
+
+
 def _scan(
     home: Path, sessions: list[str] | None, marks: dict[str, State]
 ) -> tuple[list[Pending], dict[str, State]]:
     """(what is pending, the state of each session read and found caught up)."""
     out: list[Pending] = []
     caught: dict[str, State] = {}
-    for sid in sessions_banked(home) if sessions is None else sessions:
-        state = _state(home, sid)
+    states = _ledger_states(home) if sessions is None else {s: _state(home, s) for s in sessions}
+    for sid, state in states.items():
         if state is not None and marks.get(sid) == state:
             continue  # caught up at this very ledger: nothing to read
         try:
