@@ -148,3 +148,12 @@ def test_a_recall_killed_around_its_append_leaves_no_mark_that_hides_the_window(
     said = held(home)
     assert len(said) == len(set(said)) == 6  # once, whichever side of the append it died
     assert TETHER_SESSION in read_marks(home)
+
+
+def test_the_mark_of_a_session_no_longer_banked_is_dropped(banked: Path) -> None:
+    home = banked
+    catch_up(home, allow=frozenset())
+    (corpus_dir(home) / f"{SIDS[1]}.ledger.json").unlink()
+    _bank(home, SIDS[0], 11, "another window, so the marks are written again")
+    catch_up(home, allow=frozenset())
+    assert set(read_marks(home)) == {SIDS[0], SIDS[2], SIDS[3]}

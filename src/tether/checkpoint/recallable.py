@@ -177,10 +177,13 @@ def read_marks(home: Path) -> dict[str, State]:
     return doc
 
 
-def _write_marks(home: Path, before: dict[str, State], found: dict[str, State]) -> None:
-    """``before`` with ``found`` over it, written when something changed. Best effort: a
-    mark is an optimisation (a full disk, a read-only home: the next pass reads again)."""
-    merged = {**before, **found}
+def _write_marks(
+    home: Path, before: dict[str, State], found: dict[str, State], banked: Collection[str]
+) -> None:
+    """``before`` with ``found`` over it, sessions no longer ``banked`` dropped, written
+    when something changed. Best effort: a mark is an optimisation (a full disk, a
+    read-only home: the next pass reads again)."""
+    merged = {sid: state for sid, state in {**before, **found}.items() if sid in banked}
     if merged == before:
         return
     with contextlib.suppress(OSError, TetherError):
@@ -221,8 +224,9 @@ def _ledger_states(home: Path) -> dict[str, State | None]:
 
 def _scan(
     home: Path, sessions: list[str] | None, marks: dict[str, State]
-) -> tuple[list[Pending], dict[str, State]]:
-    """(what is pending, the state of each session read and found caught up)."""
+) -> tuple[list[Pending], dict[str, State], Collection[str]]:
+    """(what is pending, the state of each session read and found caught up, every
+    session looked at)."""
     out: list[Pending] = []
     caught: dict[str, State] = {}
     states = _ledger_states(home) if sessions is None else {s: _state(home, s) for s in sessions}
@@ -240,7 +244,7 @@ def _scan(
             out.append(Pending(sid, missing, state))
         elif state is not None:
             caught[sid] = state
-    return out, caught
+    return out, caught, states.keys()
 
 
 def pending(home: Path, sessions: list[str] | None = None) -> list[Pending]:
@@ -446,16 +450,16 @@ def catch_up(home: Path, *, allow: frozenset[str], slot: int = 0, wait: bool = F
     the sessions changed, for the index pass that follows. Without ``wait`` it does
     nothing while an import holds the lock (the next pass will)."""
     marks = read_marks(home)
-    todo, caught = _scan(home, None, marks)
+    todo, caught, banked = _scan(home, None, marks)
     if not todo:
-        _write_marks(home, marks, caught)
+        _write_marks(home, marks, caught, banked)
         return []
     changed: list[str] = []
     with transcripts_lock(home, wait_s=None if wait else 0.0) as held:
         if not held:
-            _write_marks(home, marks, caught)
+            _write_marks(home, marks, caught, banked)
             return []
-        todo, caught = _scan(home, None, marks)  # again, under the lock
+        todo, caught, banked = _scan(home, None, marks)  # again, under the lock
         try:
             for p in todo:
                 appender = _Appender(home, p.session, allow=allow, slot=slot)
@@ -465,5 +469,5 @@ def catch_up(home: Path, *, allow: frozenset[str], slot: int = 0, wait: bool = F
                 if p.state is not None:
                     caught[p.session] = p.state  # the ledger as read: every window in
         finally:
-            _write_marks(home, marks, caught)  # what was done stands, a failure or not
+            _write_marks(home, marks, caught, banked)  # what was done stands, failure or not
     return changed
