@@ -12,8 +12,8 @@ null where the search does not say); with ``--sessions``, a list of ``{"session"
 ``--as-of DATE`` recalls as memory stood at the end of DATE (what was written later is
 left out, and "last week" is the week before DATE). When the index cannot catch up (a
 full disk), recall answers from what is indexed and says so. With vectors on, rows still
-without a vector are embedded first when they are few (``cli.embedding``), else recall
-is lexical and says so on stderr.
+without a vector are embedded first when they are few (``memory.readiness``, the rule MCP
+and the ui share), else recall is lexical and says so on stderr.
 """
 
 from __future__ import annotations

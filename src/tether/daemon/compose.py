@@ -26,6 +26,7 @@ from tether.core.memory_block import BlockFact
 from tether.core.scheduling import Priority
 from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import HarvestQueue
+from tether.daemon.recallable import CatchUp
 from tether.daemon.vectors import VectorIndexer, open_vectors
 from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
 from tether.extract.calls import CallLog
@@ -405,7 +406,8 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
             mode=config.extract.resolved_mode(config.llm),
             chunk_chars=config.extract.resolved_chunk_chars(config.llm),
         )
-        yield HarvestQueue(home, harvester, runtime.agent.clock)
+        catch_up = CatchUp(home, runtime.store, runtime.vectors, slot=config.slots.main)
+        yield HarvestQueue(home, harvester, runtime.agent.clock, recallable=catch_up)
     finally:
         sweep.close()
 

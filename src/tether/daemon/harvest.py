@@ -16,6 +16,9 @@ over ``corpus/``, and the background slot's gate around every extraction call.
   manifest publish failed are published, and every segment no receipt covers is queued
   (``lane`` maintenance) while there is room: a hook killed after its segment write, a
   daemon that was down, a harvest that failed all end here.
+- ``recallable`` (``daemon.recallable.CatchUp``) runs before each segment's harvest and
+  after each maintenance pass (so also when serve starts): banked windows into their
+  sessions, indexed, embedded.
 - Every outcome is a line of ``telemetry/heartbeat.jsonl`` (``event`` harvest); the first
   failure of each error name is logged on stderr.
 """
@@ -26,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -43,9 +47,18 @@ log = logging.getLogger("tether.harvest")
 
 class HarvestQueue:
     def __init__(
-        self, home: Path, harvester: Harvester, clock: Clock, *, abort_s: float = ABORT_S
+        self,
+        home: Path,
+        harvester: Harvester,
+        clock: Clock,
+        *,
+        abort_s: float = ABORT_S,
+        recallable: Callable[[Sequence[str]], object] | None = None,
     ) -> None:
         self.home = home
+        #: ``daemon.recallable.CatchUp``: a window the hook could not put in its session,
+        #: index or embed in time is, before its harvest and at each maintenance pass.
+        self.recallable = recallable
         self.harvester = harvester
         self.clock = clock
         self.abort_s = abort_s
@@ -111,6 +124,8 @@ class HarvestQueue:
                 self.maintenance()
             except Exception as exc:  # a pass that fails is tried again at the next one
                 log.warning("harvest maintenance failed: %s", type(exc).__name__)
+            if self.recallable is not None:  # it logs its own failures
+                await asyncio.to_thread(self.recallable, ())
             await asyncio.sleep(MAINTENANCE_S)
 
     async def _work(self) -> None:
@@ -128,6 +143,8 @@ class HarvestQueue:
                 self.running = None
 
     async def run_one(self, name: str, lane: str) -> Harvested:
+        if self.recallable is not None:  # it logs its own failures
+            await asyncio.to_thread(self.recallable, [name.split(".seg-", 1)[0]])
         try:
             out = await asyncio.wait_for(self.harvester.harvest(name, lane=lane), self.abort_s)
         except TimeoutError:

@@ -106,6 +106,7 @@ def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
 def recall(s: UiServices, request: Request) -> View:
     from tether.checkpoint.recallable import Links, catch_up
     from tether.memory.indexer import index_home
+    from tether.memory.readiness import ready_for_recall
     from tether.memory.recall import recall as run_recall
     from tether.scan.allow import home_allow
 
@@ -114,13 +115,16 @@ def recall(s: UiServices, request: Request) -> View:
     hits: list[dict[str, Any]] = []
     errors: list[tuple[str, str]] = []
     fused = False
+    note: str | None = None
     if query:
         with store_of(s) as store:
             catch_up(s.home, allow=home_allow(s.home))  # windows the hooks banked
             errors = [(sid, shown(p)) for sid, p in index_home(s.home, store).errors]
             vectors = s.vectors()  # after the store is open: it migrates the file
-            if vectors is not None:
-                fused = vectors.refresh().complete  # rows indexed since may lack vectors
+            # A few rows indexed since without a vector are embedded first; else the
+            # page says it searched by words only, and why (``memory.readiness``).
+            ready = ready_for_recall(vectors)
+            fused, note = ready.fused, ready.notice
             with sweep_of(s) as sweep:
                 found = run_recall(
                     store,
@@ -152,6 +156,7 @@ def recall(s: UiServices, request: Request) -> View:
         "hits": hits,
         "errors": errors,
         "fused": fused,
+        "note": note,
         "in_time": in_time,
     }
 
