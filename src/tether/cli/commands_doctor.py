@@ -293,7 +293,7 @@ def _budget_warnings(ctx: Context) -> list[str]:
 
     from tether.agent.budget import hits
     from tether.core.budget import local_day
-    from tether.daemon.compose import home_zone
+    from tether.sweep.owners import home_zone
 
     try:
         with ctx.sweep_reader() as sweep:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from tether.cli.context import (
     shown,
     utc_stamp,
 )
+from tether.cli.indexing import warn_unindexed
 from tether.cli.progress import terminal_meter
 from tether.errors import BadInputError, TetherError
 from tether.scan.allow import home_allow
@@ -103,21 +104,6 @@ def session_json(found: SessionHit) -> dict[str, Any]:
         "score": round(found.score, 4),
         "turns": [hit_json(h) for h in found.turns],
     }
-
-
-def warn_unindexed(
-    errors: Sequence[tuple[str, str]], damaged: Sequence[tuple[str, str]] = ()
-) -> None:
-    """One stderr line per session an index pass had to leave out, and per malformed
-    line it read past (the session's other lines are indexed)."""
-    for sid, problem in errors:
-        click.echo(f"tether: warning: session {sid} not indexed: {shown(problem)}", err=True)
-    for sid, problem in damaged:
-        click.echo(
-            f"tether: warning: session {sid}: a malformed line was left out of the index: "
-            f"{shown(problem)} (runbook: session-log-corrupt)",
-            err=True,
-        )
 
 
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:

@@ -5,7 +5,8 @@ telemetry line each ``sweep run`` appends to ``<home>/telemetry/sweep.jsonl`` (t
 runner's, built in ``daemon.compose``).
 
 ``TETHER_TEST_NOW`` (an RFC 3339 time with a zone) replaces the wall clock in these
-commands. It exists for crash tests that need "the next day" and is not a user setting.
+commands (``cli.clock``). It exists for crash tests that need "the next day" and is not a
+user setting.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 import msgspec
 
+from tether.cli.clock import now
 from tether.cli.context import Context, echo_change, echo_json, pass_ctx, utc_stamp
 from tether.config import CONFIG_FILE, Config, load_config_file
 from tether.core.sweep.errors import TimezoneChangedError
@@ -30,22 +31,6 @@ from tether.ports import ModelStages, SweepStore
 from tether.sweep import cursor, owners, stuck
 from tether.sweep.runner import report_json
 from tether.sweep.stage import FileStages
-
-TEST_NOW_ENV = "TETHER_TEST_NOW"
-
-
-def now() -> datetime:
-    """The wall clock, or ``TETHER_TEST_NOW`` (tests only)."""
-    fixed = os.environ.get(TEST_NOW_ENV)
-    if not fixed:
-        return datetime.now(UTC)
-    try:
-        value = datetime.fromisoformat(fixed)
-    except ValueError:
-        raise BadInputError(f"{TEST_NOW_ENV}={fixed!r} is not an RFC 3339 time") from None
-    if value.tzinfo is None:
-        raise BadInputError(f"{TEST_NOW_ENV}={fixed!r} has no zone")
-    return value.astimezone(UTC)
 
 
 def _home(ctx: Context) -> Path:

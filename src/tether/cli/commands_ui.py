@@ -6,7 +6,6 @@ import asyncio
 import socket
 import threading
 import webbrowser
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -18,19 +17,11 @@ if TYPE_CHECKING:
 
 
 def ui_services(ctx: Context) -> object:
-    """What the page is given: the home, its config, the usage zone, recall's vectors
-    (``HeldVectors``) and, where this tether has ``session discard``, that command (run
-    as the CLI runs it)."""
-    from tether.daemon.compose import home_zone
+    """What the page is given: the home, its config and recall's vectors
+    (``HeldVectors``)."""
     from tether.ui.app import UiServices
 
-    return UiServices(
-        home=ctx.home,
-        config=ctx.config(),
-        zone=home_zone,
-        discard=discard_command(ctx),
-        vectors=HeldVectors(ctx),
-    )
+    return UiServices(home=ctx.home, config=ctx.config(), vectors=HeldVectors(ctx))
 
 
 class HeldVectors:
@@ -58,23 +49,6 @@ class HeldVectors:
             if self._vectors is not None:
                 self._vectors.index.close()
             self._vectors, self._opened = None, False
-
-
-def discard_command(ctx: Context) -> Callable[[str], str] | None:
-    """``tether session discard ID`` as a function, or None where it does not exist."""
-    from tether.cli.commands_session import session_group
-
-    command = session_group.commands.get("discard")
-    if command is None:
-        return None
-
-    def discard(sid: str) -> str:
-        out = command.main(
-            [sid], obj=ctx, standalone_mode=False, prog_name="tether session discard"
-        )
-        return str(out or "")
-
-    return discard
 
 
 def ui_beside(ctx: Context, port: int | None) -> tuple[object, socket.socket]:

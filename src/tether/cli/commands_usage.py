@@ -37,9 +37,9 @@ def usage_cmd(ctx: Context, since: str | None, by: str, as_json: bool) -> None:
     from tether.core.budget import Prices
     from tether.core.sweep.windows import parse_date
     from tether.core.usage import report
-    from tether.daemon.compose import home_zone
     from tether.extract.calls import read_calls
     from tether.sessions.usage import logged_usage
+    from tether.sweep.owners import home_zone
 
     first = parse_date(since) if since is not None else None
     config = ctx.config()

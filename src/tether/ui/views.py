@@ -346,12 +346,13 @@ def usage(s: UiServices, request: Request) -> View:
     from tether.core.budget import Prices
     from tether.core.usage import report
     from tether.sessions.usage import logged_usage
+    from tether.sweep.owners import home_zone
 
     by = request.query_params.get("by", "kind")
     if by not in ("kind", "day", "session"):
         raise BadInputError("by is one of kind, day, session")
     with sweep_of(s) as sweep:
-        zone = s.zone(sweep)
+        zone = home_zone(sweep)
     with store_of(s) as store:
         ledger = store.budget_rows(None)
     b = s.config.budget
