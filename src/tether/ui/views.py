@@ -265,6 +265,8 @@ def _telemetry(s: UiServices, limit: int = 50) -> list[dict[str, Any]]:
 
 
 def sweep(s: UiServices, _request: Request) -> View:
+    from tether.sweep.status import sweep_state
+
     c = s.config.sweep
     rows: list[dict[str, Any]] = []
     with sweep_of(s, migrate=True) as store, store.transaction(write=False) as tx:
@@ -298,8 +300,11 @@ def sweep(s: UiServices, _request: Request) -> View:
                     ],
                 }
             )
-    state = "open" if c.enabled and not c.kill_switch else ("killed" if c.kill_switch else "closed")
-    return "sweep.html", {"state": state, "owners": rows, "runs": _telemetry(s)}
+    return "sweep.html", {
+        "state": sweep_state(c.enabled, c.kill_switch),
+        "owners": rows,
+        "runs": _telemetry(s),
+    }
 
 
 def jobs(s: UiServices, request: Request) -> View:
