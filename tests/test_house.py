@@ -73,15 +73,20 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler"},
+    # `tether doctor`: every check over every part (the backend's probe, the store, the
+    # logs, the budget, recall's vectors, the hooks), so it sits above the root
+    "doctor": SERVICE_BASE
+    | {"extract"}
+    | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
+    | {"agent", "imports", "scheduler", "daemon"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
-    # same stores and services; the CLI starts it and hands it what it may not import
-    # (the daemon's zone rule, `session discard`)
+    # same stores and the same use-case functions; never the CLI (see `ui_apart`)
     "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "ui", "mcp"},
+    | {"agent", "imports", "scheduler", "daemon", "doctor", "ui", "mcp"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)
