@@ -265,7 +265,44 @@ def composition(rel: str, source: str) -> list[Broken]:
     return broken
 
 
-CHECKS = (layering, purity, protocols, sweep_sql, composition)
+def ui_apart(rel: str, source: str) -> list[Broken]:
+    """The page imports nothing of the command line, nor click: it calls the use-case
+    functions the commands call, never a command."""
+    if not rel.startswith("ui/"):
+        return []
+    broken = []
+    for line, target in imported(ast.parse(source)):
+        if part_of(target) == "cli":
+            broken.append(Broken(rel, line, f"ui never imports the CLI ({target})"))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(n.split(".")[0] == "click" for n in names):
+                broken.append(Broken(rel, node.lineno, "ui never imports click (a command)"))
+    return broken
+
+
+_COMMAND_MODULE = re.compile(r"^cli/commands_[a-z_]+\.py$")
+
+
+def command_apart(rel: str, source: str) -> list[Broken]:
+    """A command module (``cli/commands_*.py``) imports no other: what two commands share
+    (parsing, rendering) lives in a CLI module that is no command's, and what they do in a
+    feature's use-case function."""
+    if not _COMMAND_MODULE.match(rel):
+        return []
+    me = module_name(rel)
+    broken = []
+    for line, target in imported(ast.parse(source)):
+        if target != me and target.startswith("tether.cli.commands_"):
+            rule = f"a command module imports no other ({target})"
+            broken.append(Broken(rel, line, rule))
+    return broken
+
+
+CHECKS = (layering, purity, protocols, sweep_sql, composition, ui_apart, command_apart)
 
 
 def sources() -> list[tuple[str, str]]:
@@ -323,6 +360,22 @@ BACK_DOORS = [
     ),
     # the CLI assembling the sweep's runner
     (composition, "cli/commands_sweep.py", "runner = Runner(store, producer)\n", 1),
+    # the page running a CLI command as a function (`session discard` handed over)
+    (ui_apart, "ui/actions.py", "def f():\n    from tether.cli.commands_session import g\n", 2),
+    (ui_apart, "ui/app.py", "import click\n", 1),
+    (ui_apart, "ui/views.py", "from click import Command\n", 1),
+    # the same, caught by the layers too
+    (layering, "ui/actions.py", "from tether.cli.context import Context\n", 1),
+    # a command borrowing another command module's helper (the clock, a warning, a backend)
+    (
+        command_apart,
+        "cli/commands_session.py",
+        "def f():\n    from tether.cli.commands_sweep import now\n",
+        2,
+    ),
+    (command_apart, "cli/commands_setup.py", "import tether.cli.commands_hook\n", 1),
+    # doctor's checks reaching the command line
+    (layering, "doctor/checks.py", "from tether.cli.context import Context\n", 1),
 ]
 
 
@@ -341,6 +394,9 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert sweep_sql("stores/sqlite_sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
     assert sweep_sql("stores/sqlite.py", '"""Facts mirrored from sweep_fact."""\n') == []
     assert composition(ROOT, "runner = Runner(store, producer)\n") == []
+    assert ui_apart("ui/actions.py", "from tether.sweep.marks import discard\n") == []
+    assert command_apart("cli/commands_sweep.py", "from tether.cli.clock import now\n") == []
+    assert command_apart("cli/main.py", "from tether.cli.commands_sweep import x\n") == []
 
 
 # -- the architecture page lists every module --------------------------------------------

@@ -206,7 +206,7 @@ def session_folder(ctx: Context, session_id: str, name: str) -> None:
 def session_compact(ctx: Context, session_id: str, as_json: bool) -> None:
     """Compact a session now (the owner's /compact): bank its window, summarise it on the
     background slot, and start its next epoch. Waits for a turn in flight."""
-    from tether.cli.commands_agent import open_backend
+    from tether.cli.backend import open_backend
 
     with open_backend(ctx) as backend:
         reply = backend.compact(session_id)
