@@ -73,12 +73,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler"},
+    # recall over a home (`memory recall`, `memory reindex`): banked windows into their
+    # sessions, the index pass, the search, each hit's banked window
+    "recall": SERVICE_BASE | {"memory", "checkpoint"},
     # `tether doctor`: every check over every part (the backend's probe, the store, the
     # logs, the budget, recall's vectors, the hooks), so it sits above the root
     "doctor": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon"},
+    | {"agent", "imports", "scheduler", "daemon", "recall"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
     # same stores and the same use-case functions; never the CLI (see `ui_apart`)
     "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler"},
@@ -86,7 +89,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "doctor", "ui", "mcp"},
+    | {"agent", "imports", "scheduler", "daemon", "doctor", "recall", "ui", "mcp"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)
@@ -374,6 +377,8 @@ BACK_DOORS = [
         2,
     ),
     (command_apart, "cli/commands_setup.py", "import tether.cli.commands_hook\n", 1),
+    # the recall use case opening a store itself (the caller opens it, or its fallback)
+    (layering, "recall/home.py", "def f():\n    from tether.stores import open_store\n", 2),
     # doctor's checks reaching the command line
     (layering, "doctor/checks.py", "from tether.cli.context import Context\n", 1),
 ]
