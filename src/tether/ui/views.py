@@ -308,28 +308,21 @@ def sweep(s: UiServices, _request: Request) -> View:
 
 
 def jobs(s: UiServices, request: Request) -> View:
-    from tether.core.cron import next_due
-    from tether.scheduler.jobs import JobFileError, job_paths, load_job
     from tether.scheduler.ledger import RunLedger
+    from tether.scheduler.listing import job_listing
 
     runs = RunLedger(s.home).read()
-    now = s.now()
-    listed: list[dict[str, Any]] = []
-    for path in job_paths(s.home):
-        try:
-            job = load_job(path)
-        except JobFileError as exc:
-            listed.append({"name": path.stem, "error": shown(exc.problem)})
-            continue
-        due = next_due(job.schedule, now)
-        listed.append(
-            {
-                "name": job.name,
-                "schedule": job.schedule.text,
-                "next": None if due is None else stamp(due),
-                "error": None,
-            }
-        )
+    listed: list[dict[str, Any]] = [
+        {"name": j.name, "error": shown(j.error)}
+        if j.error is not None
+        else {
+            "name": j.name,
+            "schedule": j.schedule,
+            "next": None if j.next_run is None else stamp(j.next_run),
+            "error": None,
+        }
+        for j in job_listing(s.home, s.now(), runs)
+    ]
     p = paged(len(runs), _page(request))
     shown_runs = [
         {
