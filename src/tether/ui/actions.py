@@ -45,10 +45,12 @@ def _screened(s: UiServices, text: str, what: str, form: Form) -> Screened:
 
 
 def _one_line(screened: Screened) -> None:
-    lines = [line for line in screened.text.splitlines() if line.strip()]
-    if len(lines) > 1:
+    from tether.memory.identity import entry_lines
+
+    lines = entry_lines(screened.text)
+    if lines > 1:
         raise BadInputError(
-            f"an identity entry is one line (this text has {len(lines)}); keep longer text "
+            f"an identity entry is one line (this text has {lines}); keep longer text "
             "in a note or a page"
         )
 
