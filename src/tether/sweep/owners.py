@@ -190,3 +190,10 @@ def home_zone(sweep: SweepStore | None) -> str:
             return machine_zone()
         return owner.timezone_name
     return machine_zone()
+
+
+def home_owner(store: SweepStore, now: datetime) -> Owner:
+    """The home's owner (``tether init``), made with this machine's zone when there is
+    none yet."""
+    ensure_default(store, now, zone=machine_zone())
+    return get(store, DEFAULT_OWNER)
