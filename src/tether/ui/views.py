@@ -6,7 +6,6 @@ what the CLI's readers write too (recall's index pass and its recalls log)."""
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -265,46 +264,42 @@ def _telemetry(s: UiServices, limit: int = 50) -> list[dict[str, Any]]:
 
 
 def sweep(s: UiServices, _request: Request) -> View:
-    from tether.sweep.status import sweep_state
+    from tether.sweep.status import status
 
-    c = s.config.sweep
     rows: list[dict[str, Any]] = []
-    with sweep_of(s, migrate=True) as store, store.transaction(write=False) as tx:
-        for o in tx.owners():
-            cur = tx.cursor(o.id)
-            states = Counter(r.state for r in tx.receipts(o.id))
-            history = tx.journal(o.id)
-            rows.append(
-                {
-                    "id": o.id,
-                    "zone": o.timezone_name,
-                    "deleted": o.deleted_at is not None,
-                    "first_date": o.first_date.isoformat(),
-                    "cursor": None if cur is None else cur.local_date.isoformat(),
-                    "window": None if cur is None else cur.window_id,
-                    "reconcile": cur is not None and cur.timezone_name != o.timezone_name,
-                    "pending": states["pending"],
-                    "committed": states["committed"],
-                    "facts": len(tx.facts(o.id)),
-                    "journal": [
-                        {
-                            "time": stamp(j.time),
-                            "who": j.who,
-                            "action": j.action,
-                            "target": j.target,
-                            "before": None if j.before is None else shown(j.before),
-                            "after": None if j.after is None else shown(j.after),
-                            "evidence": j.evidence,
-                        }
-                        for j in reversed(history[-200:])
-                    ],
-                }
-            )
-    return "sweep.html", {
-        "state": sweep_state(c.enabled, c.kill_switch),
-        "owners": rows,
-        "runs": _telemetry(s),
-    }
+    with sweep_of(s, migrate=True) as store:
+        done = status(s.home, s.config.sweep, store)
+        with store.transaction(write=False) as tx:
+            journals = {o.owner.id: tx.journal(o.owner.id) for o in done.owners}
+    for o in done.owners:
+        cur = o.cursor
+        rows.append(
+            {
+                "id": o.owner.id,
+                "zone": o.owner.timezone_name,
+                "deleted": o.owner.deleted_at is not None,
+                "first_date": o.owner.first_date.isoformat(),
+                "cursor": None if cur is None else cur.local_date.isoformat(),
+                "window": None if cur is None else cur.window_id,
+                "reconcile": o.needs_reconciliation,
+                "pending": o.receipts_pending,
+                "committed": o.receipts_committed,
+                "facts": o.facts,
+                "journal": [
+                    {
+                        "time": stamp(j.time),
+                        "who": j.who,
+                        "action": j.action,
+                        "target": j.target,
+                        "before": None if j.before is None else shown(j.before),
+                        "after": None if j.after is None else shown(j.after),
+                        "evidence": j.evidence,
+                    }
+                    for j in reversed(journals[o.owner.id][-200:])
+                ],
+            }
+        )
+    return "sweep.html", {"state": done.state, "owners": rows, "runs": _telemetry(s)}
 
 
 def jobs(s: UiServices, request: Request) -> View:
