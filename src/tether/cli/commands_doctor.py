@@ -38,7 +38,9 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     from tether.doctor.checks import examine
 
     config = ctx.config()
-    report = examine(ctx.home, config, datetime.now(UTC))
+    report = examine(
+        ctx.home, config, datetime.now(UTC), store=ctx.store, sweep_reader=ctx.sweep_reader
+    )
     if as_json:
         echo_json(_json(report))
     else:

@@ -9,7 +9,8 @@ it), and the home is made private before SQLite makes files beside the store.
 from __future__ import annotations
 
 import asyncio
-from contextlib import closing
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 
@@ -23,12 +24,21 @@ from tether.doctor.integrity import (
 )
 from tether.doctor.probe import Check, Report, diagnose
 from tether.errors import TetherError
+from tether.ports import StoreOpener, SweepStore
 from tether.scan.urls import shown_url
 
+#: The sweep store as a reader, opened by the caller (a home the sweep never ran in is left
+#: without its tables).
+SweepOpener = Callable[[], AbstractContextManager[SweepStore]]
 
-def examine(home: Path, config: Config, now: datetime) -> Report:
+
+def examine(
+    home: Path, config: Config, now: datetime, *, store: StoreOpener, sweep_reader: SweepOpener
+) -> Report:
     """Every check of ``tether doctor`` on ``home`` (``now``: the hooks' and the budget's
-    day); ``Report.ok`` is False when the backend is unusable or anything is damaged."""
+    day; ``store`` and ``sweep_reader``: the home's stores as the caller opens them, the
+    sweep's as a reader); ``Report.ok`` is False when the backend is unusable or anything
+    is damaged."""
     lost = wal_problems(home, config)  # before anything opens the store
     report = asyncio.run(diagnose(config))
     report.problems += lost
@@ -38,8 +48,8 @@ def examine(home: Path, config: Config, now: datetime) -> Report:
     report.warnings += torn_tail_warnings(home)
     report.warnings += wal_warnings(home, config)
     report.checks.append(_store(home, config, report))
-    report.warnings.extend(_budget_warnings(home, config, now))
-    report.warnings.extend(_recall_warnings(home, config))
+    report.warnings.extend(_budget_warnings(store, sweep_reader, now))
+    report.warnings.extend(_recall_warnings(home, config, store))
     hooks, warning = _hooks(home, now)
     report.checks.append(hooks)
     if warning:
@@ -76,21 +86,20 @@ def _private_home(home: Path) -> Check:
     return Check("home", True, f"{home}: {done} (folders 0700, files 0600)")
 
 
-def _budget_warnings(home: Path, config: Config, now: datetime) -> list[str]:
+def _budget_warnings(store: StoreOpener, sweep_reader: SweepOpener, now: datetime) -> list[str]:
     """A line per job kind and reason the budget gate refused today (the owner's day)."""
     from zoneinfo import ZoneInfo
 
     from tether.agent.budget import hits
     from tether.core.budget import local_day
-    from tether.stores import open_store, open_sweep_store
     from tether.sweep.owners import home_zone
 
     try:
-        with closing(open_sweep_store(home, config, migrate=False)) as sweep:
+        with sweep_reader() as sweep:
             zone = home_zone(sweep)
         day = local_day(ZoneInfo(zone), now).isoformat()
-        with closing(open_store(home, config)) as store:
-            found = hits(store.budget_rows(day), day)
+        with store() as opened:
+            found = hits(opened.budget_rows(day), day)
     except TetherError as exc:
         return [f"budget: the spend ledger cannot be read ({exc})"]
     return [
@@ -99,13 +108,12 @@ def _budget_warnings(home: Path, config: Config, now: datetime) -> list[str]:
     ]
 
 
-def _recall_warnings(home: Path, config: Config) -> list[str]:
+def _recall_warnings(home: Path, config: Config, store: StoreOpener) -> list[str]:
     """One line when recall is lexical (the extra absent, vectors off or incomplete)."""
     from tether.daemon.vectors import lexical_reason
-    from tether.stores import open_store
 
     try:
-        with closing(open_store(home, config)):  # opened (and migrated) first, as the daemon does
+        with store():  # opened (and migrated) first, as the daemon does
             reason = lexical_reason(home, config)
     except TetherError as exc:
         return [f"recall: the vectors cannot be read ({exc})"]
