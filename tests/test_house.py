@@ -76,20 +76,23 @@ ALLOWED: dict[str, frozenset[str]] = {
     # recall over a home (`memory recall`, `memory reindex`): banked windows into their
     # sessions, the index pass, the search, each hit's banked window
     "recall": SERVICE_BASE | {"memory", "checkpoint"},
+    # what the model calls cost (`tether usage`, the page's usage view): the logs, the
+    # budget ledger, the extraction calls, in the home owner's days
+    "usage": SERVICE_BASE | {"extract", "sweep"},
     # `tether doctor`: every check over every part (the backend's probe, the store, the
     # logs, the budget, recall's vectors, the hooks), so it sits above the root
     "doctor": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "recall"},
+    | {"agent", "imports", "scheduler", "daemon", "recall", "usage"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
     # same stores and the same use-case functions; never the CLI (see `ui_apart`)
-    "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler"},
+    "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler", "usage"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "doctor", "recall", "ui", "mcp"},
+    | {"agent", "imports", "scheduler", "daemon", "doctor", "recall", "usage", "ui", "mcp"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)

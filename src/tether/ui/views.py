@@ -334,33 +334,18 @@ def jobs(s: UiServices, request: Request) -> View:
 
 def usage(s: UiServices, request: Request) -> View:
     import dataclasses
-    from zoneinfo import ZoneInfo
 
-    from tether.core.budget import Prices
-    from tether.core.usage import report
-    from tether.sessions.usage import logged_usage
-    from tether.sweep.owners import home_zone
+    from tether.usage.report import usage as usage_report
 
     by = request.query_params.get("by", "kind")
     if by not in ("kind", "day", "session"):
         raise BadInputError("by is one of kind, day, session")
-    with sweep_of(s) as sweep:
-        zone = home_zone(sweep)
-    with store_of(s) as store:
-        ledger = store.budget_rows(None)
-    b = s.config.budget
-    done = report(
-        logged_usage(s.home),
-        ledger,
-        zone=ZoneInfo(zone),
-        prices=Prices(b.usd_per_mtok_in, b.usd_per_mtok_out, b.usd_per_mtok_cached),
-        by=by,  # type: ignore[arg-type]  # checked above
-        since=None,
-        main_slot=s.config.slots.main,
-    )
+    with sweep_of(s) as sweep, store_of(s) as store:
+        found = usage_report(s.home, s.config, store, sweep, by=by)  # type: ignore[arg-type]  # checked above
+    done = found.report
     return "usage.html", {
         "by": by,
-        "zone": zone,
+        "zone": found.zone,
         "lines": [dataclasses.asdict(x) for x in done.lines],
         "total": dataclasses.asdict(done.total),
         "share": done.main_cache_hit_share,
