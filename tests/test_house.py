@@ -308,7 +308,33 @@ def command_apart(rel: str, source: str) -> list[Broken]:
     return broken
 
 
-CHECKS = (layering, purity, protocols, sweep_sql, composition, ui_apart, command_apart)
+def thin_commands(rel: str, source: str) -> list[Broken]:
+    """A command module opens no store transaction: what a command reads or writes in one
+    (``sweep status``'s counts, ``sweep reconcile``) is a feature's use-case function."""
+    if not _COMMAND_MODULE.match(rel):
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "transaction"
+        ):
+            rule = "a command opens no transaction: call a use-case function"
+            broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+CHECKS = (
+    layering,
+    purity,
+    protocols,
+    sweep_sql,
+    composition,
+    ui_apart,
+    command_apart,
+    thin_commands,
+)
 
 
 def sources() -> list[tuple[str, str]]:
@@ -382,6 +408,13 @@ BACK_DOORS = [
     (command_apart, "cli/commands_setup.py", "import tether.cli.commands_hook\n", 1),
     # the recall use case opening a store itself (the caller opens it, or its fallback)
     (layering, "recall/home.py", "def f():\n    from tether.stores import open_store\n", 2),
+    # `sweep status` counting receipts in the command itself
+    (
+        thin_commands,
+        "cli/commands_sweep.py",
+        "with sweep_store(ctx) as store, store.transaction(write=False) as tx:\n    pass\n",
+        1,
+    ),
     # doctor's checks reaching the command line
     (layering, "doctor/checks.py", "from tether.cli.context import Context\n", 1),
 ]
@@ -405,6 +438,9 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert ui_apart("ui/actions.py", "from tether.sweep.marks import discard\n") == []
     assert command_apart("cli/commands_sweep.py", "from tether.cli.clock import now\n") == []
     assert command_apart("cli/main.py", "from tether.cli.commands_sweep import x\n") == []
+    assert (
+        thin_commands("sweep/status.py", "with store.transaction(write=False):\n    pass\n") == []
+    )
 
 
 # -- the architecture page lists every module --------------------------------------------

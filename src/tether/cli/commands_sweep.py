@@ -27,9 +27,15 @@ from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
 from tether.errors import BadInputError, NotFoundError
 from tether.ports import SweepStore
-from tether.sweep import cursor, owners, stuck
+from tether.sweep import owners, stuck
 from tether.sweep.runner import report_json
-from tether.sweep.status import OwnerStatus, stage_sources
+from tether.sweep.status import (
+    OwnerStatus,
+    owner_facts,
+    owner_journal,
+    reconcile_owner,
+    waits_for_reconcile,
+)
 
 
 def _home(ctx: Context) -> Path:
@@ -103,10 +109,9 @@ def owner_set_tz(ctx: Context, owner_id: str, tz: str) -> None:
     """Change an owner's zone (after a completed day, `sweep reconcile` must follow)."""
     with sweep_store(ctx) as store:
         row = owners.set_timezone(store, owners.owner_id(owner_id), tz)
-        with store.transaction(write=False) as tx:
-            cur = tx.cursor(row.id)
+        waits = waits_for_reconcile(store, row)
     click.echo(f"owner {row.id} now in {row.timezone_name}")
-    if cur is not None and cur.timezone_name != row.timezone_name:
+    if waits:
         click.echo(f"the sweep waits for `tether sweep reconcile {row.id}`")
 
 
@@ -352,9 +357,8 @@ def journal_row_json(j: JournalRow) -> dict[str, Any]:
 @pass_ctx
 def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
     """The canonical facts the sweep holds for OWNER (recall finds the active ones)."""
-    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
-        owner = owners.held(tx, owners.owner_id(owner_id))
-        facts = tx.facts(owner.id)
+    with sweep_store(ctx) as store:
+        owner, facts = owner_facts(store, owners.owner_id(owner_id))
     if as_json:
         echo_json([fact_json(f) for f in facts])
         return
@@ -379,9 +383,8 @@ def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
 @pass_ctx
 def sweep_journal(ctx: Context, owner_id: str, limit: int | None, as_json: bool) -> None:
     """Every canonical write the sweep made for OWNER, oldest first, with its provenance."""
-    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
-        owner = owners.held(tx, owners.owner_id(owner_id))
-        rows = tx.journal(owner.id)
+    with sweep_store(ctx) as store:
+        owner, rows = owner_journal(store, owners.owner_id(owner_id))
     if limit is not None:
         rows = rows[-limit:]
     if as_json:
@@ -412,12 +415,8 @@ def sweep_reconcile(ctx: Context, owner_id: str, day: str | None, as_json: bool)
     only = None if day is None else parse_date(day)
     oid = owners.owner_id(owner_id)
     with sweep_store(ctx) as store:
-        zone = None if only is not None else cursor.reconcile(store, oid, now())
-        with store.transaction(write=False) as tx:
-            owners.held(tx, oid)
-            cur = tx.cursor(oid)
-        days = stuck.reopen(stage_sources(ctx.home, store), oid, cur, only)
-    left = [d for d in days if d.action == "left"]
+        done = reconcile_owner(ctx.home, store, oid, now(), only)
+    zone, days, left = done.zone, done.days, done.left
     if as_json:
         echo_json(
             {

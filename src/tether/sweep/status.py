@@ -1,19 +1,22 @@
-"""``tether sweep status`` as a record: the switches, and per owner its zone, cursor,
-receipts, facts and stuck days (``sweep.stuck``), read in one read transaction; and where
-the model pass's marks are (``stage_sources``, which ``sweep reconcile`` reads too)."""
+"""What the sweep's commands read, and ``sweep reconcile``, as records: ``status`` (the
+switches, and per owner its zone, cursor, receipts, facts and stuck days, read in one read
+transaction), an owner's facts and journal, whether an owner's cursor waits for a
+reconcile, and ``reconcile_owner`` (a new zone accepted, stuck days re-opened); where the
+model pass's marks are (``stage_sources``)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from tether.config import SweepConfig
-from tether.core.sweep.state import Cursor, Owner
+from tether.core.sweep.state import Cursor, Fact, JournalRow, Owner
 from tether.ports import ModelStages, SweepStore
-from tether.sweep import stuck
+from tether.sweep import cursor, owners, stuck
 from tether.sweep.stage import FileStages
 
 State = Literal["open", "killed", "closed"]
@@ -85,3 +88,54 @@ def status(home: Path, config: SweepConfig, store: SweepStore) -> SweepStatus:
                 )
             )
     return SweepStatus(enabled=config.enabled, kill_switch=config.kill_switch, owners=rows)
+
+
+def owner_facts(store: SweepStore, owner: str) -> tuple[Owner, list[Fact]]:
+    """The owner (UnknownOwnerError if none) and every fact the sweep holds for it, read
+    in one transaction."""
+    with store.transaction(write=False) as tx:
+        row = owners.held(tx, owner)
+        return row, tx.facts(row.id)
+
+
+def owner_journal(store: SweepStore, owner: str) -> tuple[Owner, list[JournalRow]]:
+    """The owner (UnknownOwnerError if none) and every canonical write the sweep made for
+    it, oldest first, read in one transaction."""
+    with store.transaction(write=False) as tx:
+        row = owners.held(tx, owner)
+        return row, tx.journal(row.id)
+
+
+def waits_for_reconcile(store: SweepStore, owner: Owner) -> bool:
+    """Whether the owner's cursor was completed in another zone than the owner's (after
+    ``owner set-tz``): the sweep waits for ``sweep reconcile``."""
+    with store.transaction(write=False) as tx:
+        cur = tx.cursor(owner.id)
+    return cur is not None and cur.timezone_name != owner.timezone_name
+
+
+class Reconciliation(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``sweep reconcile`` did: the zone (None: only a date's stuck day was asked
+    for, the zone left alone) and each stuck day re-opened or left."""
+
+    owner: str
+    zone: cursor.Reconciled | None
+    days: list[stuck.Reopened]
+
+    @property
+    def left(self) -> list[stuck.Reopened]:
+        """The stuck days a live run holds (or that are unreadable): left as they are."""
+        return [d for d in self.days if d.action == "left"]
+
+
+def reconcile_owner(
+    home: Path, store: SweepStore, owner: str, now: datetime, only: date | None = None
+) -> Reconciliation:
+    """Accept the owner's new zone (unless ``only`` names one date), then re-open the
+    owner's abandoned and failed days (``only``: that one)."""
+    zone = None if only is not None else cursor.reconcile(store, owner, now)
+    with store.transaction(write=False) as tx:
+        owners.held(tx, owner)
+        cur = tx.cursor(owner)
+    days = stuck.reopen(stage_sources(home, store), owner, cur, only)
+    return Reconciliation(owner=owner, zone=zone, days=days)
