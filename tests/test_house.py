@@ -84,7 +84,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "doctor": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "recall", "usage"},
+    | {"agent", "imports", "scheduler", "daemon"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
     # same stores and the same use-case functions; never the CLI (see `ui_apart`)
     "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler", "usage"},
