@@ -73,15 +73,26 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler"},
+    # recall over a home (`memory recall`, `memory reindex`): banked windows into their
+    # sessions, the index pass, the search, each hit's banked window
+    "recall": SERVICE_BASE | {"memory", "checkpoint"},
+    # what the model calls cost (`tether usage`, the page's usage view): the logs, the
+    # budget ledger, the extraction calls, in the home owner's days
+    "usage": SERVICE_BASE | {"extract", "sweep"},
+    # `tether doctor`: every check over every part (the backend's probe, the store, the
+    # logs, the budget, recall's vectors, the hooks), so it sits above the root
+    "doctor": SERVICE_BASE
+    | {"extract"}
+    | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
+    | {"agent", "imports", "scheduler", "daemon"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
-    # same stores and services; the CLI starts it and hands it what it may not import
-    # (the daemon's zone rule, `session discard`)
-    "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler"},
+    # same stores and the same use-case functions; never the CLI (see `ui_apart`)
+    "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler", "usage"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "ui", "mcp"},
+    | {"agent", "imports", "scheduler", "daemon", "doctor", "recall", "usage", "ui", "mcp"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)
@@ -261,9 +272,10 @@ def composition(rel: str, source: str) -> list[Broken]:
 
 
 #: The parts that open a store (or implement one) and so hold the whole ``Store``: the
-#: composition root, the CLI and the memory browser (which open it), the stores and the
-#: ports. Every other part is typed on the role ports it uses (``tether.ports.store``).
-STORE_HOLDERS = frozenset({"daemon", "cli", "ui", "stores", "ports"})
+#: composition root, doctor's checks, the CLI and the memory browser (which open it), the
+#: stores and the ports. Every other part is typed on the role ports it uses
+#: (``tether.ports.store``).
+STORE_HOLDERS = frozenset({"daemon", "doctor", "cli", "ui", "stores", "ports"})
 
 
 def full_store(rel: str, source: str) -> list[Broken]:
@@ -283,7 +295,71 @@ def full_store(rel: str, source: str) -> list[Broken]:
     return broken
 
 
-CHECKS = (layering, purity, protocols, sweep_sql, composition, full_store)
+def ui_apart(rel: str, source: str) -> list[Broken]:
+    """The page imports nothing of the command line, nor click: it calls the use-case
+    functions the commands call, never a command."""
+    if not rel.startswith("ui/"):
+        return []
+    broken = []
+    for line, target in imported(ast.parse(source)):
+        if part_of(target) == "cli":
+            broken.append(Broken(rel, line, f"ui never imports the CLI ({target})"))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(n.split(".")[0] == "click" for n in names):
+                broken.append(Broken(rel, node.lineno, "ui never imports click (a command)"))
+    return broken
+
+
+_COMMAND_MODULE = re.compile(r"^cli/commands_[a-z_]+\.py$")
+
+
+def command_apart(rel: str, source: str) -> list[Broken]:
+    """A command module (``cli/commands_*.py``) imports no other: what two commands share
+    (parsing, rendering) lives in a CLI module that is no command's, and what they do in a
+    feature's use-case function."""
+    if not _COMMAND_MODULE.match(rel):
+        return []
+    me = module_name(rel)
+    broken = []
+    for line, target in imported(ast.parse(source)):
+        if target != me and target.startswith("tether.cli.commands_"):
+            rule = f"a command module imports no other ({target})"
+            broken.append(Broken(rel, line, rule))
+    return broken
+
+
+def thin_commands(rel: str, source: str) -> list[Broken]:
+    """A command module opens no store transaction: what a command reads or writes in one
+    (``sweep status``'s counts, ``sweep reconcile``) is a feature's use-case function."""
+    if not _COMMAND_MODULE.match(rel):
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "transaction"
+        ):
+            rule = "a command opens no transaction: call a use-case function"
+            broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+CHECKS = (
+    layering,
+    purity,
+    protocols,
+    sweep_sql,
+    composition,
+    full_store,
+    ui_apart,
+    command_apart,
+    thin_commands,
+)
 
 
 def sources() -> list[tuple[str, str]]:
@@ -344,6 +420,31 @@ BACK_DOORS = [
     # a use-case typed on all 43 methods of the store when it uses two
     (full_store, "memory/notes.py", "from tether.ports import Store, SweepStore\n", 1),
     (full_store, "sweep/spine.py", "from tether import ports\ndef f(s: ports.Store): ...\n", 2),
+    # the page running a CLI command as a function (`session discard` handed over)
+    (ui_apart, "ui/actions.py", "def f():\n    from tether.cli.commands_session import g\n", 2),
+    (ui_apart, "ui/app.py", "import click\n", 1),
+    (ui_apart, "ui/views.py", "from click import Command\n", 1),
+    # the same, caught by the layers too
+    (layering, "ui/actions.py", "from tether.cli.context import Context\n", 1),
+    # a command borrowing another command module's helper (the clock, a warning, a backend)
+    (
+        command_apart,
+        "cli/commands_session.py",
+        "def f():\n    from tether.cli.commands_sweep import now\n",
+        2,
+    ),
+    (command_apart, "cli/commands_setup.py", "import tether.cli.commands_hook\n", 1),
+    # the recall use case opening a store itself (the caller opens it, or its fallback)
+    (layering, "recall/home.py", "def f():\n    from tether.stores import open_store\n", 2),
+    # `sweep status` counting receipts in the command itself
+    (
+        thin_commands,
+        "cli/commands_sweep.py",
+        "with sweep_store(ctx) as store, store.transaction(write=False) as tx:\n    pass\n",
+        1,
+    ),
+    # doctor's checks reaching the command line
+    (layering, "doctor/checks.py", "from tether.cli.context import Context\n", 1),
 ]
 
 
@@ -364,6 +465,12 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert composition(ROOT, "runner = Runner(store, producer)\n") == []
     assert full_store("memory/notes.py", "from tether.ports import NoteWriter\n") == []
     assert full_store("cli/context.py", "from tether.ports import Store\n") == []
+    assert ui_apart("ui/actions.py", "from tether.sweep.marks import discard\n") == []
+    assert command_apart("cli/commands_sweep.py", "from tether.cli.clock import now\n") == []
+    assert command_apart("cli/main.py", "from tether.cli.commands_sweep import x\n") == []
+    assert (
+        thin_commands("sweep/status.py", "with store.transaction(write=False):\n    pass\n") == []
+    )
 
 
 # -- the architecture page lists every module --------------------------------------------

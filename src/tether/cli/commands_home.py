@@ -32,13 +32,11 @@ def init_cmd(ctx: Context) -> None:
 
 def _home_owner(ctx: Context) -> Owner:
     """The home's owner, made with this machine's zone when there is none yet."""
-    from tether.cli.commands_sweep import now
-    from tether.daemon.compose import machine_zone
-    from tether.sweep import owners
+    from tether.cli.clock import now
+    from tether.sweep.owners import home_owner
 
     with ctx.sweep_store() as store:
-        owners.ensure_default(store, now(), zone=machine_zone())
-        return owners.get(store, owners.DEFAULT_OWNER)
+        return home_owner(store, now())
 
 
 def _context_warning(ctx: Context) -> None:

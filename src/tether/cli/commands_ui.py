@@ -3,91 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import webbrowser
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
 from tether.cli.context import Context, pass_ctx
+from tether.cli.ui_page import HeldVectors, ui_services
 
 if TYPE_CHECKING:
-    from tether.memory.vectors import Vectors
-
-
-def ui_services(ctx: Context) -> object:
-    """What the page is given: the home, its config, the usage zone, recall's vectors
-    (``HeldVectors``) and, where this tether has ``session discard``, that command (run
-    as the CLI runs it)."""
-    from tether.daemon.compose import home_zone
-    from tether.ui.app import UiServices
-
-    return UiServices(
-        home=ctx.home,
-        config=ctx.config(),
-        zone=home_zone,
-        discard=discard_command(ctx),
-        vectors=HeldVectors(ctx),
-    )
-
-
-class HeldVectors:
-    """Recall's vectors for the page, as ``[recall] vectors`` says: opened by the first
-    recall (the page starts without loading a model), then held until ``close``. A
-    failure to open is the request's error, and the next recall tries again."""
-
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-        self._lock = threading.Lock()
-        self._vectors: Vectors | None = None
-        self._opened = False
-
-    def __call__(self) -> Vectors | None:
-        from tether.daemon.vectors import open_vectors
-
-        with self._lock:
-            if not self._opened:
-                self._vectors = open_vectors(self._ctx.home, self._ctx.config())
-                self._opened = True
-            return self._vectors
-
-    def close(self) -> None:
-        with self._lock:
-            if self._vectors is not None:
-                self._vectors.index.close()
-            self._vectors, self._opened = None, False
-
-
-def discard_command(ctx: Context) -> Callable[[str], str] | None:
-    """``tether session discard ID`` as a function, or None where it does not exist."""
-    from tether.cli.commands_session import session_group
-
-    command = session_group.commands.get("discard")
-    if command is None:
-        return None
-
-    def discard(sid: str) -> str:
-        out = command.main(
-            [sid], obj=ctx, standalone_mode=False, prog_name="tether session discard"
-        )
-        return str(out or "")
-
-    return discard
-
-
-def ui_beside(ctx: Context, port: int | None) -> tuple[object, socket.socket]:
-    """The page's app and its bound loopback socket, for ``tether serve --ui``; prints the
-    login URL."""
-    from tether.ui.app import UiServices, build_app
-    from tether.ui.server import DEFAULT_PORT, bind, login_url
-
-    services = ui_services(ctx)
-    assert isinstance(services, UiServices)
-    sock = bind(DEFAULT_PORT if port is None else port)
-    click.echo(f"tether ui for {ctx.home}: open {login_url(ctx.home, sock)}")
-    return build_app(services, sock.getsockname()[1]), sock
+    pass
 
 
 @click.command("ui")

@@ -24,7 +24,6 @@ from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
 from tether.core.scheduling import Priority
-from tether.core.sweep.windows import zone as named_zone
 from tether.daemon.harvest import HarvestQueue
 from tether.daemon.recallable import CatchUp
 from tether.daemon.vectors import VectorIndexer, open_vectors
@@ -43,6 +42,7 @@ from tether.stores import open_store, open_sweep_store
 from tether.sweep import owners as sweep_owners
 from tether.sweep.model import Call, ModelProducer
 from tether.sweep.onboarding import OnboardingProducer
+from tether.sweep.owners import home_zone
 from tether.sweep.producer import StagingPacketReader
 from tether.sweep.runner import Runner, RunReport, members
 from tether.sweep.stage import FileStages, lease_for
@@ -68,36 +68,6 @@ def build_llm(config: Config) -> Llm:
 
         return EmbeddedLlm.from_config(config)
     raise BadInputError(f"unknown llm.backend {cfg.backend!r}")
-
-
-def machine_zone() -> str:
-    """This machine's IANA zone: ``$TZ`` when it names one, else what ``/etc/localtime``
-    links to, else ``/etc/timezone``, else UTC."""
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    with contextlib.suppress(OSError):
-        target = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in target:
-            candidates.append(target.split("zoneinfo/", 1)[1])
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        candidates.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
-    for name in candidates:
-        if name:
-            with contextlib.suppress(TetherError):
-                named_zone(name)
-                return name
-    return "UTC"
-
-
-def home_zone(sweep: SweepStore | None) -> str:
-    """The zone whose local day the budgets count in: the home owner's (the sweep's owner
-    ``owner``, set with ``tether owner set-tz``), else the machine's."""
-    if sweep is not None:
-        try:
-            owner = sweep_owners.get(sweep, sweep_owners.DEFAULT_OWNER)
-        except TetherError:  # no owner yet, or a store the sweep never ran in
-            return machine_zone()
-        return owner.timezone_name
-    return machine_zone()
 
 
 def home_facts(sweep: SweepStore, home: Path) -> list[BlockFact]:

@@ -75,7 +75,8 @@ def run_worker(
     """Sweep the owner-days of every owner schema in the database at ``url`` beside other
     workers, over one pool, until done (``once``) or ``stop`` is requested (a signal):
     then every claim, pending receipt and model mark this worker holds is handed back."""
-    from tether.daemon.compose import build_llm, home_zone, worker_runner
+    from tether.daemon.compose import build_llm, worker_runner
+    from tether.sweep.owners import home_zone
 
     stop = stop or Stop()
     llm = build_llm(config)

@@ -50,6 +50,13 @@ def _within_limit(text: str) -> None:
         )
 
 
+def entry_lines(text: str) -> int:
+    """The lines of ``text`` that hold something: an identity entry is one (a list item),
+    and joining more would change the text, so an owner's edit of more is refused (each
+    front end words the refusal for its own input)."""
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
 class IdentityError(BadInputError):
     """An identity edit that cannot be applied (unknown entry id, empty text)."""
 

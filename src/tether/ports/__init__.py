@@ -51,6 +51,7 @@ from tether.ports.store import (
     SweepDayStore,
     TextSearch,
     TierStore,
+    WholeStoreOpener,
 )
 from tether.ports.sweep import (
     ClaimingStore,
@@ -100,4 +101,5 @@ __all__ = [
     "TextSearch",
     "TierStore",
     "VectorIndex",
+    "WholeStoreOpener",
 ]

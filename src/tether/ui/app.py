@@ -54,16 +54,11 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})
 class UiServices:
     """What the page works with, given by whoever starts it (the CLI).
 
-    ``zone``: the home's local zone for usage, from the sweep store (the daemon's
-    ``home_zone``). ``discard``: drops a session from the sweep as ``tether session
-    discard`` does, or None where that command does not exist (the action is hidden).
     ``vectors``: recall's vectors, opened on the first recall and held for the page's
     life (one matrix in memory, not one per request), or None: recall is lexical."""
 
     home: Path
     config: Config
-    zone: Callable[[Any], str]
-    discard: Callable[[str], str] | None = None
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
     vectors: Callable[[], Vectors | None] = lambda: None
 
@@ -138,7 +133,6 @@ class Pages:
         session = request.scope.get("tether.session") or ""
         html = self.env.get_template(name).render(
             csrf=csrf_token(session),
-            can_discard=self.services.discard is not None,
             path=request.url.path,
             **values,
         )
