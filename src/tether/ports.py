@@ -28,6 +28,7 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from tether.core.memory_block import Entry
+from tether.core.summaries import Unit
 from tether.core.sweep import state as _sweep
 from tether.core.sweep.packet import DailySweepInput, Incomplete
 from tether.core.sweep.windows import Window
@@ -261,6 +262,11 @@ class Store(Protocol):
 
     def put_epoch_summaries(self, summaries: Sequence[EpochSummary]) -> None:
         """Insert or replace compaction summaries by (session, epoch)."""
+
+    def put_summary_units(self, units: Sequence[Unit], gone: Sequence[str] = ()) -> None:
+        """Index summary units (``core.summaries``) as rows of kind ``summary`` with their
+        ref, in one transaction: the rows of the refs in ``gone`` and of the units' own
+        refs go first, so putting the same units again changes nothing."""
 
     def epoch_summaries(
         self, start: datetime, end: datetime, *, sessions: Sequence[str] | None = None

@@ -28,6 +28,7 @@ from pathlib import Path
 import msgspec
 
 from tether import files
+from tether.core import summaries
 from tether.core.checkpoint import strip_private
 from tether.errors import SessionError, TetherError
 from tether.files import open_home
@@ -281,6 +282,59 @@ def _session_rows(
     return out
 
 
+def _turns_before(cursors: dict[str, IndexCursor], sid: str, known: int, epoch: int) -> int:
+    """The session's turn count at the end of ``epoch`` as the cursors held it before
+    this pass (0 before epoch 0, or for an epoch they do not cover)."""
+    if epoch < 0 or epoch >= known:
+        return 0
+    cursor = cursors.get(_log_key(sid, epoch))
+    return 0 if cursor is None else cursor.turn
+
+
+def _units(
+    store: Store,
+    sid: str,
+    items: Sequence[tuple[list[LogRow], IndexCursor]],
+    cursors: dict[str, IndexCursor],
+    known: int,
+    ended: Sequence[EpochSummary],
+) -> tuple[list[summaries.Unit], list[str]]:
+    """The summary units of a session that grew in this pass (``core.summaries``): its
+    digest again and a unit per epoch that ended, and the ref of its digest as the last
+    pass left it (replaced). The digest's rows are this pass's new rows and, for the turns
+    indexed before, the store's (its first turn and the newest ``DIGEST_TURNS``): a
+    fresh session (an import) reads nothing back."""
+    before = _turns_before(cursors, sid, known, known - 1)
+    total = items[-1][1].turn
+    if total < 1:
+        return [], []
+    start = max(1, total - summaries.DIGEST_TURNS + 1)
+    new = [r for rows, _ in items for r in rows if r.turn >= 1]
+    old_recent = store.session_turns(sid, start, before) if before >= start else []
+    old_first = store.session_turns(sid, 1, 1) if 1 < start and before >= 1 else []
+    first = [r for r in (*old_first, *new) if r.turn == 1] if start > 1 else []
+    recent = [*old_recent, *(r for r in new if r.turn >= start)]
+    units: list[summaries.Unit] = []
+    digest = summaries.session_unit(sid, first, recent, total)
+    if digest is not None:
+        units.append(digest)
+    ends = {int(cur.path.rpartition("/")[2].removesuffix(".jsonl")): cur for _, cur in items}
+    for ended_summary in ended:
+        e = ended_summary.epoch
+        end = ends.get(e)
+        if end is None:
+            continue
+        prior = ends[e - 1].turn if e - 1 in ends else _turns_before(cursors, sid, known, e - 1)
+        span = summaries.Span(sid, e, prior + 1, end.turn)
+        unit = summaries.epoch_unit(
+            span, ended_summary.text, ended_summary.time, tainted=end.tainted
+        )
+        if unit is not None:
+            units.append(unit)
+    gone = [summaries.Span(sid, None, 1, before).ref] if before >= 1 else []
+    return units, gone
+
+
 def index_home(
     home: Path,
     store: Store,
@@ -300,21 +354,24 @@ def index_home(
     allow = home_allow(home)
     pending: list[tuple[list[LogRow], IndexCursor]] = []
     states: list[SessionState] = []
-    summaries: list[EpochSummary] = []
+    ended: list[EpochSummary] = []
+    units: list[summaries.Unit] = []
+    gone: list[str] = []
     pending_rows = 0
     sessions = files_read = rows = 0
     errors: list[tuple[str, str]] = []
     damaged: list[tuple[str, str]] = []
 
     def flush() -> None:
-        nonlocal pending, pending_rows, states, summaries
-        # Before the rows and cursors: both writes are idempotent, so a crash between
+        nonlocal pending, pending_rows, states, ended, units, gone
+        # Before the rows and cursors: these writes are idempotent, so a crash between
         # them is repaired by the next pass re-reading the same lines.
-        store.put_epoch_summaries(summaries)
+        store.put_epoch_summaries(ended)
         store.track_sessions(states)
+        store.put_summary_units(units, gone)
         if pending:
             store.index_logs(pending)
-        pending, pending_rows, states, summaries = [], 0, [], []
+        pending, pending_rows, states, ended, units, gone = [], 0, [], [], [], []
 
     root = os.fspath(home / SESSIONS_DIR)
     # _session_ids yields valid ids only; ids in ``only`` are checked here.
@@ -340,7 +397,17 @@ def index_home(
         state = seen.state(checked)
         if state is not None:
             states.append(state)
-        summaries.extend(seen.summaries)
+        ended.extend(seen.summaries)
+        if items:
+            try:
+                made, old = _units(
+                    store, checked, items, cursors, known.get(checked, 0), seen.summaries
+                )
+            except TetherError as exc:
+                errors.append((sid, str(exc)))
+                continue
+            units += made
+            gone += old
         for item_rows, _ in items:
             pending_rows += len(item_rows)
             rows += len(item_rows)

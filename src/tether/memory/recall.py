@@ -29,6 +29,7 @@ with and without vectors.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core import periods, query, ranking, standing, timeline
+from tether.core import periods, query, ranking, standing, summaries, timeline
 from tether.errors import BadInputError, DiskFullError, StoreError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
@@ -78,6 +79,14 @@ STANDING_POOL = 300
 STANDING_BUDGET = 5000
 #: Rows of a named period read for a question that names nothing else (``listing``).
 PERIOD_ROWS = 400
+#: A summary unit's score (``core.summaries``: a session's digest, an epoch's compaction
+#: summary) beside a turn's; 0 leaves units out of recall. Chosen on the long-horizon
+#: tuning half (benchmarks/RESULTS.md, "Session and epoch summaries").
+SUMMARY_WEIGHT = 0.5
+#: The most places of the top k that summary units may take: a question about one fact
+#: keeps the rest for turns.
+SUMMARY_SLOTS = 2
+_UNIT_KINDS = frozenset({"session-summary", "epoch-summary"})
 
 
 class SessionHit(msgspec.Struct, frozen=True):
@@ -251,6 +260,47 @@ def _with_standing(
     return top[: k - len(extra)] + extra
 
 
+def _placed(turns: list[ranking.Scored], k: int) -> list[ranking.Scored]:
+    """``turns`` with summary units weighed by ``SUMMARY_WEIGHT`` and at most
+    ``SUMMARY_SLOTS`` of them among the first ``k`` (the others follow)."""
+    if not any(t.best.kind in _UNIT_KINDS for t in turns):
+        return turns
+    if SUMMARY_WEIGHT <= 0:
+        return [t for t in turns if t.best.kind not in _UNIT_KINDS]
+    weighed = [
+        dataclasses.replace(t, score=t.score * SUMMARY_WEIGHT) if t.best.kind in _UNIT_KINDS else t
+        for t in turns
+    ]
+    weighed.sort(key=lambda t: -t.score)
+    kept: list[ranking.Scored] = []
+    later: list[ranking.Scored] = []
+    units = 0
+    for t in weighed:
+        if t.best.kind in _UNIT_KINDS and len(kept) < k:
+            if units >= SUMMARY_SLOTS:
+                later.append(t)
+                continue
+            units += 1
+        kept.append(t)
+    return kept + later
+
+
+def _spanned(store: Store, hit: Hit) -> Hit:
+    """A summary unit's hit with the range it covers: its turns, epoch, and when its
+    first turn was written (read from the index)."""
+    span = summaries.span_of(hit.ref)
+    if span is None:
+        return hit
+    rows = store.session_turns(span.session, span.first, span.first)
+    return msgspec.structs.replace(
+        hit,
+        first_turn=span.first,
+        last_turn=span.last,
+        epoch=span.epoch,
+        first_time=min((r.time for r in rows), default=hit.time),
+    )
+
+
 def _hit(scored: ranking.Scored) -> Hit:
     best = scored.best
     return Hit(
@@ -307,8 +357,9 @@ def recall(
         turns = ranking.blend(turns, near)
     if q is not None:
         turns = _in_time(store, turns, timeline.intent(text, time), k, until)
+        turns = _placed(turns, k)
         turns = _with_standing(store, text, turns, k, time if until is None else until)
-    hits = [_hit(t) for t in turns[:k]]
+    hits = [_spanned(store, _hit(t)) for t in turns[:k]]
     if in_time_order:
         hits = timeline.chronological(hits, lambda h: h.time, lambda h: h.ref)
     with _best_effort("counting the recall"):
