@@ -155,6 +155,7 @@ _LABELS = {"owner": "you", "agent": "agent", "tool_call": "tool", "tool_result":
 @pass_ctx
 def session_show(
     ctx: Context,
+    *,
     session_id: str,
     as_json: bool,
     messages: bool,

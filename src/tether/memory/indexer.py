@@ -295,6 +295,7 @@ def _units(
     store: Store,
     sid: str,
     items: Sequence[tuple[list[LogRow], IndexCursor]],
+    *,
     cursors: dict[str, IndexCursor],
     known: int,
     ended: Sequence[EpochSummary],
@@ -303,7 +304,9 @@ def _units(
     digest again and a unit per epoch that ended, and the ref of its digest as the last
     pass left it (replaced). The digest's rows are this pass's new rows and, for the turns
     indexed before, the store's (its first turn and the newest ``DIGEST_TURNS``): a
-    fresh session (an import) reads nothing back."""
+    fresh session (an import) reads nothing back. Nothing new: no change."""
+    if not items:
+        return [], []
     before = _turns_before(cursors, sid, known, known - 1)
     total = items[-1][1].turn
     if total < 1:
@@ -311,7 +314,7 @@ def _units(
     start = max(1, total - summaries.DIGEST_TURNS + 1)
     new = [r for rows, _ in items for r in rows if r.turn >= 1]
     old_recent = store.session_turns(sid, start, before) if before >= start else []
-    old_first = store.session_turns(sid, 1, 1) if 1 < start and before >= 1 else []
+    old_first = store.session_turns(sid, 1, 1) if start > 1 and before >= 1 else []
     first = [r for r in (*old_first, *new) if r.turn == 1] if start > 1 else []
     recent = [*old_recent, *(r for r in new if r.turn >= start)]
     units: list[summaries.Unit] = []
@@ -335,6 +338,29 @@ def _units(
     return units, gone
 
 
+@dataclass
+class _Batch:
+    """What a pass has read and not written yet."""
+
+    items: list[tuple[list[LogRow], IndexCursor]] = field(default_factory=list)
+    rows: int = 0
+    states: list[SessionState] = field(default_factory=list)
+    ended: list[EpochSummary] = field(default_factory=list)
+    units: list[summaries.Unit] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+
+    def flush(self, store: Store) -> _Batch:
+        """Write it all; an empty batch."""
+        # Before the rows and cursors: these writes are idempotent, so a crash between
+        # them is repaired by the next pass re-reading the same lines.
+        store.put_epoch_summaries(self.ended)
+        store.track_sessions(self.states)
+        store.put_summary_units(self.units, self.gone)
+        if self.items:
+            store.index_logs(self.items)
+        return _Batch()
+
+
 def index_home(
     home: Path,
     store: Store,
@@ -347,32 +373,16 @@ def index_home(
 
     ``only`` limits the pass to those sessions: the agent indexes the session it just
     appended to, which stays cheap however many sessions the home holds. A malformed
-    session is skipped and reported; the others are indexed regardless.
+    session is skipped and reported; the others are indexed regardless. A session that
+    grew gets its summary units again (``_units``).
     """
     cursors = store.index_cursors()
     known = _known_epochs(cursors)
     allow = home_allow(home)
-    pending: list[tuple[list[LogRow], IndexCursor]] = []
-    states: list[SessionState] = []
-    ended: list[EpochSummary] = []
-    units: list[summaries.Unit] = []
-    gone: list[str] = []
-    pending_rows = 0
+    batch = _Batch()
     sessions = files_read = rows = 0
     errors: list[tuple[str, str]] = []
     damaged: list[tuple[str, str]] = []
-
-    def flush() -> None:
-        nonlocal pending, pending_rows, states, ended, units, gone
-        # Before the rows and cursors: these writes are idempotent, so a crash between
-        # them is repaired by the next pass re-reading the same lines.
-        store.put_epoch_summaries(ended)
-        store.track_sessions(states)
-        store.put_summary_units(units, gone)
-        if pending:
-            store.index_logs(pending)
-        pending, pending_rows, states, ended, units, gone = [], 0, [], [], [], []
-
     root = os.fspath(home / SESSIONS_DIR)
     # _session_ids yields valid ids only; ids in ``only`` are checked here.
     listed = only is None
@@ -390,32 +400,32 @@ def index_home(
             items = _session_rows(
                 root, checked, cursors, known.get(checked, 0), allow, seen=seen, damaged=bad
             )
+            made, old = _units(
+                store,
+                checked,
+                items,
+                cursors=cursors,
+                known=known.get(checked, 0),
+                ended=seen.summaries,
+            )
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
         damaged += [(sid, problem) for problem in bad]
         state = seen.state(checked)
         if state is not None:
-            states.append(state)
-        ended.extend(seen.summaries)
-        if items:
-            try:
-                made, old = _units(
-                    store, checked, items, cursors, known.get(checked, 0), seen.summaries
-                )
-            except TetherError as exc:
-                errors.append((sid, str(exc)))
-                continue
-            units += made
-            gone += old
-        for item_rows, _ in items:
-            pending_rows += len(item_rows)
-            rows += len(item_rows)
+            batch.states.append(state)
+        batch.ended += seen.summaries
+        batch.units += made
+        batch.gone += old
+        added = sum(len(item_rows) for item_rows, _ in items)
+        batch.rows += added
+        rows += added
         files_read += len(items)
-        pending.extend(items)
-        if pending_rows >= batch_rows:
-            flush()
-    flush()
+        batch.items += items
+        if batch.rows >= batch_rows:
+            batch = batch.flush(store)
+    batch.flush(store)
     if rows >= OPTIMIZE_AFTER_ROWS:
         store.optimize_index()
     return IndexReport(
