@@ -148,7 +148,8 @@ def test_each_compaction_summary_is_a_unit_of_its_epochs_turns(
     epoch = next(h for h in hits if h.kind == "epoch-summary")
     assert (epoch.epoch, epoch.first_turn, epoch.last_turn) == (0, 1, 2)
     assert epoch.text == "The owner adopted Milo, a cat; dinner ideas."
-    assert epoch.first_time is not None and epoch.time is not None
+    assert epoch.first_time is not None
+    assert epoch.time is not None
     assert epoch.first_time < epoch.time
     assert link_of(epoch.ref) == "tether://turn:s1:1-2"
     dentist = [h for h in recall(any_store, "dentist", 5, time=NOW) if h.kind == "epoch-summary"]
