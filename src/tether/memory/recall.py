@@ -355,9 +355,9 @@ def recall(
     near = _fused(vectors, text, q, only=refs)
     if near is not None:
         turns = ranking.blend(turns, near)
+    turns = _placed(turns, k)  # before the period listing, which ranks by time, not score
     if q is not None:
         turns = _in_time(store, turns, timeline.intent(text, time), k, until)
-        turns = _placed(turns, k)
         turns = _with_standing(store, text, turns, k, time if until is None else until)
     hits = [_spanned(store, _hit(t)) for t in turns[:k]]
     if in_time_order:
