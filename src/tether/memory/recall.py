@@ -82,7 +82,7 @@ PERIOD_ROWS = 400
 #: A summary unit's score (``core.summaries``: a session's digest, an epoch's compaction
 #: summary) beside a turn's; 0 leaves units out of recall. Chosen on the long-horizon
 #: tuning half (benchmarks/RESULTS.md, "Session and epoch summaries").
-SUMMARY_WEIGHT = 0.5
+SUMMARY_WEIGHT = 0.75
 #: The most places of the top k that summary units may take: a question about one fact
 #: keeps the rest for turns.
 SUMMARY_SLOTS = 2
