@@ -86,6 +86,8 @@ SUMMARY_WEIGHT = 0.75
 #: The most places of the top k that summary units may take: a question about one fact
 #: keeps the rest for turns.
 SUMMARY_SLOTS = 2
+#: Leave a unit out of the first k when a turn it covers ranks above it.
+SUMMARY_AFTER_TURNS = True
 _UNIT_KINDS = frozenset({"session-summary", "epoch-summary"})
 
 
@@ -261,8 +263,10 @@ def _with_standing(
 
 
 def _placed(turns: list[ranking.Scored], k: int) -> list[ranking.Scored]:
-    """``turns`` with summary units weighed by ``SUMMARY_WEIGHT`` and at most
-    ``SUMMARY_SLOTS`` of them among the first ``k`` (the others follow)."""
+    """``turns`` with summary units weighed by ``SUMMARY_WEIGHT``; among the first ``k``,
+    at most ``SUMMARY_SLOTS`` units, and (``SUMMARY_AFTER_TURNS``) none ranked below a
+    turn it covers: that turn already leads into its range, so the place goes to another
+    turn (the others follow, in order)."""
     if not any(t.best.kind in _UNIT_KINDS for t in turns):
         return turns
     if SUMMARY_WEIGHT <= 0:
@@ -274,10 +278,17 @@ def _placed(turns: list[ranking.Scored], k: int) -> list[ranking.Scored]:
     weighed.sort(key=lambda t: -t.score)
     kept: list[ranking.Scored] = []
     later: list[ranking.Scored] = []
+    seen: dict[str, list[int]] = {}  # session -> its turns placed so far
     units = 0
     for t in weighed:
-        if t.best.kind in _UNIT_KINDS and len(kept) < k:
-            if units >= SUMMARY_SLOTS:
+        if isinstance(t.key, tuple):
+            seen.setdefault(t.key[0], []).append(t.key[1])
+        elif t.best.kind in _UNIT_KINDS and len(kept) < k:
+            span = summaries.span_of(t.best.ref)
+            covered = span is not None and any(
+                span.first <= n <= span.last for n in seen.get(span.session, ())
+            )
+            if units >= SUMMARY_SLOTS or (SUMMARY_AFTER_TURNS and covered):
                 later.append(t)
                 continue
             units += 1
