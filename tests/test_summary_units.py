@@ -193,6 +193,12 @@ def test_units_leave_the_top_k_to_turns_for_a_single_fact(
     hits = recall(any_store, "garden", 6, time=NOW)
     assert sum(h.turn is None for h in hits) <= recall_module.SUMMARY_SLOTS
     assert hits[0].turn is not None
+    for n, unit in enumerate(hits):  # no unit below a turn it covers: that turn leads there
+        if unit.first_turn is not None and unit.last_turn is not None:
+            assert not any(
+                h.session == unit.session and unit.first_turn <= (h.turn or 0) <= unit.last_turn
+                for h in hits[:n]
+            )
     old = recall_module.SUMMARY_WEIGHT
     recall_module.SUMMARY_WEIGHT = 0.0
     try:
