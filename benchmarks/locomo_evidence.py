@@ -16,7 +16,9 @@ is asked through ``recall(store, question, 10, time=a day after the last session
 
 **Figure.** Evidence **recall@10** per question: the share of its evidence turns among the
 first 10 hits, averaged per LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain,
-4 single-hop, 5 adversarial) and over all questions (``questions``). Beside it, in the
+4 single-hop, 5 adversarial), over categories 1-4 (``answerable``: adversarial questions
+ask about something the conversation does not say) and over all questions
+(``questions``). Beside it, in the
 same run over the same turns:
 
 - ``bm25``: plain BM25 (``bm25s``: Lucene, k1 1.5, b 0.75, English stop words, no
@@ -277,8 +279,14 @@ def summarise(results: Sequence[Result], halves: dict[str, Sequence[str]]) -> li
     out: list[dict[str, Any]] = []
     for half, convs in halves.items():
         rs = [r for r in results if r.conv in convs]
-        for name in [*CATEGORIES.values(), "questions"]:
-            group = [r for r in rs if name == "questions" or CATEGORIES[r.category] == name]
+        for name in [*CATEGORIES.values(), "answerable", "questions"]:
+            group = [
+                r
+                for r in rs
+                if name == "questions"
+                or (name == "answerable" and r.category != 5)
+                or CATEGORIES[r.category] == name
+            ]
             record: dict[str, Any] = {
                 "figure": "evidence_recall@10",
                 "half": half,
