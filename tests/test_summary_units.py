@@ -11,6 +11,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,12 +19,14 @@ from conftest import Ticker
 from daemon_helpers import tether
 from tether.core import summaries
 from tether.core.mcp import link_of
+from tether.daemon.compose import Runtime
 from tether.memory import recall as recall_module
 from tether.memory.indexer import index_home, reindex
 from tether.memory.recall import recall
 from tether.ports import Store
-from tether.records import Assistant, Baseline, LogRow, User
+from tether.records import Assistant, Baseline, LogRow, ToolResult, User
 from tether.sessions import Session
+from tether.testing.fake_llama import FakeLlama, Reply
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 BASE = Baseline(system="You are tether.", memory="")
@@ -243,3 +246,23 @@ def test_the_digest_reads_its_first_turn_and_the_newest_only() -> None:
     assert unit.text.splitlines()[0] == "about: Let us plan the kitchen renovation together"
     assert unit.time == T0 + timedelta(minutes=9)
     assert summaries.session_unit("s", [], [_row(1, "assistant", "hello there you")], 5) is None
+
+
+@pytest.mark.anyio
+async def test_the_agents_recall_tool_names_a_units_turns(
+    rt: Runtime, fake: FakeLlama, tick: Ticker
+) -> None:
+    s = Session.create(rt.home, "trip", baseline=BASE, slot=0, time=tick())
+    _turn(s, tick, "Flights from Berlin to Lisbon on May 3", "Booked.")
+    _turn(s, tick, "A hotel near Alfama for four nights", "Booked too.")
+    s.end_epoch(
+        summary="The owner's Portugal itinerary: flights, hotel.", baseline=BASE, time=tick()
+    )
+    index_home(rt.home, rt.store)  # as the daemon does after a session's turns
+    fake.script(Reply(tool_calls=[("recall", {"query": "itinerary"})]))
+    fake.script(Reply(content="Found it."))
+    await rt.agent.run_turn("chat", "what was my itinerary?")
+    result = next(r for r in Session.open(rt.home, "chat").records if isinstance(r, ToolResult))
+    assert (
+        "epoch-summary (session trip turns 1-2): The owner's Portugal itinerary" in result.content
+    )
