@@ -18,6 +18,11 @@ when nothing changed; see ``memory.facts`` and ``stores.sqlite_mirror``), from t
 aggregated by ``core.ranking.by_session``, with the assistant's side of the conversation
 weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 
+Summary units (``core.summaries``: a session's digest, a compaction's summary; kinds
+``session-summary`` / ``epoch-summary``) are found like any row and placed by ``_placed``:
+weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, none below a turn it
+covers; their hits carry the range they stand for (``_spanned``).
+
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
 fuse its nearest rows with the lexical ranking by a blend of their normalised scores
 (``ranking.blend``): turns for ``recall``; for ``recall_sessions``, each ranking
