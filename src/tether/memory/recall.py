@@ -20,8 +20,8 @@ weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 
 Summary units (``core.summaries``: a session's digest, a compaction's summary; kinds
 ``session-summary`` / ``epoch-summary``) are found like any row and placed by ``_placed``:
-weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, none below a turn it
-covers; their hits carry the range they stand for (``_spanned``).
+weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the other
+turns when a turn it covers ranks above it; their hits carry the range they stand for (``_spanned``).
 
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
 fuse its nearest rows with the lexical ranking by a blend of their normalised scores
@@ -91,7 +91,8 @@ SUMMARY_WEIGHT = 0.75
 #: The most places of the top k that summary units may take: a question about one fact
 #: keeps the rest for turns.
 SUMMARY_SLOTS = 2
-#: Leave a unit out of the first k when a turn it covers ranks above it.
+#: A unit ranked below a turn it covers goes after every other turn found (out of the
+#: first k when they fill it): that turn already leads into its range.
 SUMMARY_AFTER_TURNS = True
 _UNIT_KINDS = frozenset({"session-summary", "epoch-summary"})
 
