@@ -21,7 +21,8 @@ weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 Summary units (``core.summaries``: a session's digest, a compaction's summary; kinds
 ``session-summary`` / ``epoch-summary``) are found like any row and placed by ``_placed``:
 weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the other
-turns when a turn it covers ranks above it; their hits carry the range they stand for (``_spanned``).
+turns when a turn it covers ranks above it; their hits carry the range they stand for
+(``_spanned``).
 
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
 fuse its nearest rows with the lexical ranking by a blend of their normalised scores
