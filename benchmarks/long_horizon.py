@@ -454,6 +454,9 @@ class Result:
     bm25: float = 0.0
     bm25_as_of: float = 0.0
     fused: float | None = None
+    #: ``tether`` with the evidence turns that a summary unit among the hits covers
+    #: (``core.summaries``: its first to last turn) counted as found.
+    pointed: float = 0.0
     ceiling: float = 0.0
     ms: float = 0.0
     hits: list[str] = field(default_factory=list)
@@ -484,6 +487,13 @@ def run_history(job: tuple[History, Path]) -> tuple[list[Result], dict[str, Any]
                 for hit in hits
                 if hit.session is not None and hit.turn is not None
             ]
+            covered = {
+                key_of[(hit.session, t)]
+                for hit in hits[:K]
+                if hit.session is not None and hit.first_turn is not None
+                for t in range(hit.first_turn, (hit.last_turn or 0) + 1)
+                if (hit.session, t) in key_of
+            }
             results.append(
                 Result(
                     a.qid,
@@ -491,6 +501,7 @@ def run_history(job: tuple[History, Path]) -> tuple[list[Result], dict[str, Any]
                     h.number,
                     len(a.evidence),
                     tether=share(ranking, a.evidence),
+                    pointed=len((set(ranking[:K]) | covered) & a.evidence) / len(a.evidence),
                     bm25=share(base[a.qid], a.evidence),
                     bm25_as_of=share(base_as_of[a.qid], a.evidence),
                     ceiling=min(1.0, K / len(a.evidence)),
@@ -537,7 +548,7 @@ def summarise(
                 kinds = [group]
             figures = {
                 name: mean(mean(getattr(r, name) for r in g) for g in kinds)
-                for name in ("tether", "bm25", "bm25_as_of", "ceiling")
+                for name in ("tether", "bm25", "bm25_as_of", "ceiling", "pointed")
             }
             value, base = figures["tether"], figures["bm25"]
             out.append(
@@ -551,6 +562,7 @@ def summarise(
                     "ratio": round(value / base, 3) if base > 0 else None,
                     "baseline_as_of": round(figures["bm25_as_of"], 4),
                     "ceiling": round(figures["ceiling"], 4),
+                    "pointed": round(figures["pointed"], 4),
                 }
             )
             if group and all(r.fused is not None for r in group):
@@ -568,7 +580,8 @@ def table(records: Sequence[dict[str, Any]]) -> None:
         fused = f"  fused {r['fused']:.3f}" if "fused" in r else ""
         print(
             f"{r['kind']:<17} {r['questions']:>4}  {r['value']:.3f} / {r['baseline']:.3f}"
-            f" / {r['baseline_as_of']:.3f}  ({r['ceiling']:.2f}){fused}",
+            f" / {r['baseline_as_of']:.3f}  ({r['ceiling']:.2f}){fused}"
+            f"  pointed {r['pointed']:.3f}",
             file=sys.stderr,
         )
 

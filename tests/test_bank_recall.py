@@ -133,7 +133,9 @@ def test_each_hook_makes_its_window_recallable_once(home: Path, tmp_path: Path) 
     hook(home, "session-end", payload("SessionEnd", t.path, reason="exit"), "--wait")
     assert heartbeat(home)[-1]["mode"] == "full_fallback"
     assert held(home) == said
-    assert len(recall(home, "Frankfurt eu-central-1")) == 1
+    found = recall(home, "Frankfurt eu-central-1")
+    assert [h["kind"] for h in found if h["turn"] is not None] == ["turn"]
+    assert [h["kind"] for h in found if h["turn"] is None] == ["session-summary"]  # one digest
 
 
 def test_an_import_first_then_the_hooks_add_nothing_twice(home: Path, tmp_path: Path) -> None:

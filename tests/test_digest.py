@@ -134,3 +134,49 @@ def test_links_go_first_and_the_guide_only_when_there_is_a_link() -> None:
         ["entry"] * 50, [], [Checkpoint("tether://corpus/s.seg-1", ("asked: hello there",))], 60
     )
     assert "- tether://corpus/s.seg-1\n" in tight
+
+
+phrases = st.sampled_from(
+    [
+        "We decided to ship it.",
+        "DECISION: oak.",
+        "settled on pyarrow",
+        "Let's go with\ntea",
+        "we chose Rust",
+        "We'll use SQLite.",
+        "instead of pandas",
+        "Switched to uv.",
+        "From now on, metric.",
+        "Sticking with it.",
+        "I opted out.",
+        "TODO: tests",
+        "fixme later",
+        "Next steps: cron.",
+        "We still need to mail.",
+        "the remaining work",
+        "left to do: docs",
+        "a Follow-up call",
+        "an open question",
+        "not finished yet",
+        "- [ ] write it",
+        "done. - [ ] the rest",
+        "nothing here at all",
+        "going without",
+    ]
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.lists(phrases, max_size=4))))
+def test_skipping_blocks_without_a_keyword_never_changes_a_digest(
+    turns: list[tuple[str, list[str]]],
+) -> None:
+    from tether.core import digest as module
+
+    text = render([T(role, " ".join(said), "t") for role, said in turns])  # type: ignore[arg-type]
+    fast = digest(text)
+    words = (module._DECIDED_WORDS, module._OPEN_WORDS)
+    module._DECIDED_WORDS, module._OPEN_WORDS = ("",), ("",)  # every block read
+    try:
+        assert digest(text) == fast
+    finally:
+        module._DECIDED_WORDS, module._OPEN_WORDS = words

@@ -520,7 +520,7 @@ def test_every_method_of_the_store_belongs_to_exactly_one_role_port() -> None:
     from tether.ports import store
 
     roles = [b for b in store.Store.__bases__ if b is not Protocol]
-    assert len(roles) == 12, [r.__name__ for r in roles]
+    assert len(roles) == 13, [r.__name__ for r in roles]
     seen: dict[str, str] = {}
     for role in roles:
         assert set(role.__bases__) == {Protocol}, role  # a role is made of nothing else

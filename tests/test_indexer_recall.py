@@ -72,7 +72,14 @@ def test_recall_finds_an_earlier_epoch_with_session_turn_numbers(
     hits = recall(store, "When did I adopt my cat?", 3, time=NOW)
     assert where(hits)[0] == ("s1", 1, "memory")
     assert hits[0].text == "I adopted a cat named Milo in March"
-    assert where(recall(store, "dentist appointment", 3, time=NOW)) == [("s1", 3, "memory")]
+    dentist = recall(store, "dentist appointment", 3, time=NOW)
+    assert [where([h])[0] for h in dentist if h.turn is not None] == [("s1", 3, "memory")]
+    # the others are summary units: epoch 1's compaction summary ("dentist") covers turn 3
+    # alone, the session's digest all four
+    assert {(h.kind, h.epoch, h.first_turn, h.last_turn) for h in dentist if h.turn is None} == {
+        ("epoch-summary", 1, 3, 3),
+        ("session-summary", None, 1, 4),
+    }
     assert where(recall(store, "risotto", 3, time=NOW)) == [("s1", 2, "memory")]
 
 
@@ -113,8 +120,15 @@ def test_tainted_rows_are_tagged_and_taint_spans_epochs(
     turn(s, tick, "more otters later", "otters again")
     index_home(home, store)
 
-    tags = {h.turn: h.tag for h in recall(store, "otters", 10, time=NOW)}
+    hits = recall(store, "otters", 10, time=NOW)
+    tags = {h.turn: h.tag for h in hits if h.turn is not None}
     assert tags == {1: "memory", 2: "memory-tainted", 3: "memory-tainted"}
+    # epoch 0's summary was written after the untrusted read, and the session's digest
+    # holds what came after it: both units are tainted too
+    assert {h.ref: h.tag for h in hits if h.turn is None} == {
+        "summary:s1:e0:1-2": "memory-tainted",
+        "summary:s1:1-3": "memory-tainted",
+    }
 
 
 def test_raw_tool_results_are_never_found_but_summaries_are(
@@ -209,7 +223,7 @@ def test_reindex_keeps_recall_counts_and_turns(
     store.add_note("kiwi allergy: none", untrusted=False, session=None, time=tick())
     index_home(home, store)
     before = recall(store, "kiwi", 5, time=NOW)
-    assert {h.ref for h in before} == {"turn:s1:1", "note:1"}
+    assert {h.ref for h in before} == {"turn:s1:1", "note:1", "summary:s1:e0:1-1"}
 
     report = reindex(home, store)
     assert report.rows == 4

@@ -104,7 +104,7 @@ def test_a_category_finds_the_instance_the_owner_named(
     assert [h.text for h in recall(store, question, 3, time=NOW, vectors=vectors)] == [
         h.text for h in lexical
     ]
-    assert embed_missing(vectors) == 2 * len(CHAT)
+    assert embed_missing(vectors) == 2 * len(CHAT) + 1  # and the session's digest
     assert vectors.complete
     fused = recall(store, question, 3, time=NOW, vectors=vectors)
     assert fused[0].text == APPLE
@@ -153,7 +153,7 @@ def test_a_graph_grown_over_the_vectors_finds_what_the_exact_search_finds(
 
         graphed = SqliteVectors(home / "tether.db", graph_from=8)
     try:
-        assert graphed.maintain(vectors.model) == 6 * len(CHAT)
+        assert graphed.maintain(vectors.model) == 6 * len(CHAT) + 3  # and 3 digests
         assert graphed.maintain(vectors.model) == 0
         with_graph = Vectors(vectors.embedder, graphed)
         got = [
@@ -269,20 +269,20 @@ def _cli(
 def test_reindex_vectors_killed_resumes_without_re_embedding(
     home: Path, tick: Ticker, store: Store
 ) -> None:
-    _sessions(home, tick, rounds=10)  # 160 rows: three batches of 64
+    _sessions(home, tick, rounds=10)  # 170 rows (160 turns', 10 digests): three batches of 64
     index_home(home, store)
     killed = _cli(
         home, "memory", "reindex", "--vectors", env={"TETHER_CRASH_AT": "reindex_vectors.batch"}
     )
     assert killed.returncode == -signal.SIGKILL
     midway = _cli(home, "doctor")
-    assert "recall is lexical: 64 of 160 rows have vectors" in midway.stdout + midway.stderr
+    assert "recall is lexical: 64 of 170 rows have vectors" in midway.stdout + midway.stderr
     done = _cli(home, "memory", "reindex", "--vectors", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["had"] == 64  # the first batch, committed before the kill
-    assert report["embedded"] == 160 - 64
-    assert report["with_vectors"] == report["rows"] == 160
+    assert report["embedded"] == 170 - 64
+    assert report["with_vectors"] == report["rows"] == 170
     again = json.loads(_cli(home, "memory", "reindex", "--vectors", "--json").stdout)
     assert again["embedded"] == 0
     healthy = _cli(home, "doctor")
@@ -301,7 +301,7 @@ def test_the_memory_page_recalls_with_vectors_once_the_rows_have_them(
     # More rows than a recall embeds first (a few would be embedded before it answers).
     _sessions(home, tick, rounds=13)
     index_home(home, store)
-    total = 13 * 2 * len(CHAT)  # every turn a row, every row one to embed
+    total = 13 * (2 * len(CHAT) + 1)  # every turn a row, and each session's digest
     assert total > RECALL_EMBED_ROWS
     question = "/recall?q=which+streaming+service+did+I+subscribe+to"
     with serve_ui(home) as served:

@@ -82,11 +82,12 @@ def test_the_daemon_embeds_at_start_what_was_left_without_vectors(fake: FakeLlam
     with daemon_home(fake.url) as home:
         _imported(home, [*OTHERS, APPLE])  # indexed, never embedded
         [said] = lexical(home)
-        assert "recall is lexical: 0 of 5 rows have vectors (5 without)" in said
+        # 5 turns and the session's digest (a summary unit)
+        assert "recall is lexical: 0 of 6 rows have vectors (6 without)" in said
         daemon = Daemon(home)
         vectors = _vectors(home)
         try:
-            wait_for(_embedded(vectors, 5))  # no turn, no recall: the daemon's own pass
+            wait_for(_embedded(vectors, 6))  # no turn, no recall: the daemon's own pass
         finally:
             code, err = daemon.stop()
             vectors.index.close()

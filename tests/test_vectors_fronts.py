@@ -82,7 +82,7 @@ async def test_mcp_recall_embeds_a_few_missing_rows_before_it_answers(home: Path
 @pytest.mark.anyio
 async def test_mcp_recall_with_many_rows_missing_answers_and_says_so(home: Path) -> None:
     _imported(home, [*MANY, APPLE])
-    total = len(MANY) + 1
+    total = len(MANY) + 1 + 1  # the turns, and the session's digest (a summary unit)
     async with stdio_session(home) as s:
         result = await _recall(s, "Apple TV+ Severance")
         assert result["hits"][0]["text"] == APPLE  # answered, lexically
@@ -149,7 +149,7 @@ def test_the_ui_embeds_a_few_missing_rows_before_it_answers(home: Path) -> None:
 def test_the_ui_says_why_recall_is_lexical_with_many_rows_missing(home: Path) -> None:
     _imported(home, [*MANY, APPLE])
     page = _page(home, "Apple TV+ Severance")
-    total = len(MANY) + 1
+    total = len(MANY) + 1 + 1  # the turns, and the session's digest (a summary unit)
     assert "(words only)" in page
     assert (
         f'<p class="note lexical">recall is lexical: {total} rows of {total} have no vector' in page

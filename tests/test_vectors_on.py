@@ -69,7 +69,7 @@ def test_an_import_embeds_what_it_adds(home: Path, tmp_path: Path) -> None:
     source.write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = tether(home, "sessions", "import", str(source), timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "5 rows embedded" in out.stdout
+    assert "6 rows embedded" in out.stdout  # 5 turns and the session's digest
     assert lexical(home) == []
     hits, said = recall(home, QUESTION)
     assert hits[0]["text"] == APPLE  # no word in common: found by meaning
@@ -97,7 +97,8 @@ def test_recall_with_many_rows_missing_answers_and_says_so_once(home: Path, tick
     assert hits[0]["text"] == APPLE  # answered, lexically
     warnings = said.splitlines()
     assert len(warnings) == 1
-    assert f"recall is lexical: {RECALL_EMBED_ROWS + 6} rows of" in warnings[0]
+    # every turn's row and the session's digest (core.summaries)
+    assert f"recall is lexical: {RECALL_EMBED_ROWS + 7} rows of" in warnings[0]
     assert "tether memory reindex --vectors" in warnings[0]
     assert len(lexical(home)) == 1  # nothing was embedded behind its back
     done = tether(home, "memory", "reindex", "--vectors", timeout=300)
@@ -222,7 +223,7 @@ def test_a_full_disk_while_embedding_leaves_the_import_done_and_says_so(
     assert "tether memory reindex --vectors" in err
     assert "Traceback" not in err
     filler.unlink()
-    assert any("0 of 5 rows have vectors" in ln for ln in lexical(home))
+    assert any("0 of 6 rows have vectors" in ln for ln in lexical(home))  # 5 turns, 1 digest
     hits, said = recall(home, QUESTION)  # a few rows: embedded before it answers
     assert hits[0]["text"] == APPLE
     assert said == ""

@@ -173,7 +173,11 @@ class ChatMessage(msgspec.Struct, frozen=True, omit_defaults=True):
 
 # -- memory: what the Store holds and recall returns ----------------------------------
 
-HitKind = Literal["turn", "summary", "page", "fact", "note", "identity"]
+#: ``session-summary`` / ``epoch-summary``: a unit standing for a range of turns
+#: (``core.summaries``); ``summary``: a tool result's summary, a row of its turn.
+HitKind = Literal[
+    "turn", "summary", "page", "fact", "note", "identity", "session-summary", "epoch-summary"
+]
 Tag = Literal["memory", "memory-tainted"]
 #: Which part of a session log an indexed row came from.
 LogField = Literal["user", "assistant", "tool_call", "summary"]
@@ -195,6 +199,12 @@ class Hit(msgspec.Struct, frozen=True):
     #: When what was found was written (a turn's record, a page's update); None where
     #: the search does not say.
     time: datetime | None = None
+    #: A summary unit's range (``core.summaries``): the turns it covers, its epoch (None
+    #: for a session's digest) and when its first turn was written (``time``: its last).
+    first_turn: int | None = None
+    last_turn: int | None = None
+    epoch: int | None = None
+    first_time: datetime | None = None
 
 
 class Found(msgspec.Struct, frozen=True):

@@ -6,6 +6,9 @@ incremental index pass so turns written since the last pass are found too (and, 
 the windows the checkpoint hooks banked but had no time to put in their sessions). Its
 ``--json`` output is a contract: a list of ``{"kind", "session", "turn", "text", "tag",
 "score", "time", "date"}`` (plus ``"link"`` for a hit from a window the hooks banked;
+a summary unit, kind ``session-summary`` or ``epoch-summary`` with ``turn`` null, adds
+``"first_turn"``, ``"last_turn"``, ``"epoch"``, ``"first_time"`` and ``"first_date"``: the
+turns it covers, which ``tether session show ID --turns FIRST-LAST`` opens;
 ``time``: when what was found was written, UTC to the second; ``date``: its day; both
 null where the search does not say); with ``--sessions``, a list of ``{"session",
 "score", "turns": [hit, ...]}``. ``--timeline`` prints the same hits oldest first;
@@ -65,6 +68,13 @@ def hit_json(hit: Hit, link: str | None = None) -> dict[str, Any]:
     }
     if link is not None:
         doc["link"] = link
+    if hit.first_turn is not None:  # a summary unit: the range a caller opens
+        doc["first_turn"] = hit.first_turn
+        doc["last_turn"] = hit.last_turn
+        doc["epoch"] = hit.epoch
+        first = hit.first_time
+        doc["first_time"] = None if first is None else utc_stamp(first)
+        doc["first_date"] = None if first is None else first.astimezone(UTC).strftime("%Y-%m-%d")
     return doc
 
 
@@ -100,6 +110,14 @@ def session_json(found: SessionHit) -> dict[str, Any]:
         "score": round(found.score, 4),
         "turns": [hit_json(h) for h in found.turns],
     }
+
+
+def _where(hit: Hit) -> str:
+    """Where a hit is: ``session#turn``, ``session#first-last`` for a summary unit (what
+    ``tether session show ID --turns first-last`` opens), else its ref."""
+    if hit.first_turn is not None:
+        return f"{hit.session}#{hit.first_turn}-{hit.last_turn}"
+    return f"{hit.session}#{hit.turn}" if hit.session is not None else hit.ref
 
 
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:
@@ -177,7 +195,7 @@ def recall_cmd(
     if not hits:
         click.echo("no matches")
         return
-    wheres = [f"{h.session}#{h.turn}" if h.session is not None else h.ref for h in hits]
+    wheres = [_where(h) for h in hits]
     width = max(24, *(len(w) for w in wheres))  # imported ids (cc-<uuid>) run long
     for h, where, link in zip(hits, wheres, segments, strict=True):
         line = f"{h.tag:<14} {where:<{width}} {hit_date(h):<10} {h.score:7.2f}  {_one_line(h.text)}"

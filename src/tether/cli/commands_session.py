@@ -12,7 +12,7 @@ import click
 import msgspec
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx, shown, utc_stamp
-from tether.errors import TetherError
+from tether.errors import BadInputError, TetherError
 from tether.records import (
     Assistant,
     EpochEnd,
@@ -91,10 +91,12 @@ def conversation(session: Session) -> list[dict[str, Any]]:
     the owner's and the agent's words, tool calls, what tools returned (its size and
     trust, not its text), failed turns and compactions. Text is shown secret-redacted."""
     out: list[dict[str, Any]] = []
+    turn = 0  # as the index numbers turns: the k-th owner message (a retry is not one)
     for epoch, records in session.epoch_records():
         for r in records:
             time = utc_stamp(r.time)
             if isinstance(r, User):
+                turn += 0 if r.retry else 1
                 out.append({"epoch": epoch, "time": time, "role": "owner", "text": _said(r.text)})
             elif isinstance(r, Assistant):
                 out.append({"epoch": epoch, "time": time, "role": "agent", "text": _said(r.text)})
@@ -112,7 +114,18 @@ def conversation(session: Session) -> list[dict[str, Any]]:
             elif isinstance(r, EpochEnd):
                 said = f"compacted into epoch {r.next}"
                 out.append({"epoch": epoch, "time": time, "role": "compaction", "text": said})
+            else:
+                continue
+            out[-1]["turn"] = turn
     return out
+
+
+def _turn_range(text: str) -> tuple[int, int]:
+    """``N`` or ``N-M`` (a recall hit's ``session#N-M``) as (first, last)."""
+    first, _, last = text.partition("-")
+    if not first.isdigit() or not (last or first).isdigit() or int(last or first) < int(first):
+        raise BadInputError(f"--turns: {text!r} is not a turn or a range of turns (3, or 3-9)")
+    return int(first), int(last or first)
 
 
 _LABELS = {"owner": "you", "agent": "agent", "tool_call": "tool", "tool_result": "result"}
@@ -132,16 +145,31 @@ _LABELS = {"owner": "you", "agent": "agent", "tool_call": "tool", "tool_result":
     metavar="N",
     help="With --messages: only the last N entries.",
 )
+@click.option(
+    "--turns",
+    "turns_text",
+    metavar="N-M",
+    help="Print the conversation of turns N to M only (a recall hit's session#N-M).",
+)
 @pass_ctx
 def session_show(
-    ctx: Context, session_id: str, as_json: bool, messages: bool, last: int | None
+    ctx: Context,
+    *,
+    session_id: str,
+    as_json: bool,
+    messages: bool,
+    last: int | None,
+    turns_text: str | None,
 ) -> None:
     """Show one session: current epoch, epochs, turns, taint, carried summary, slot."""
     session = Session.open(ctx.home, session_id)
     if last is not None and not messages:
         raise click.UsageError("--last goes with --messages")
-    if messages:
+    if turns_text is not None or messages:
         said = conversation(session)
+        if turns_text is not None:
+            first, final = _turn_range(turns_text)
+            said = [m for m in said if first <= m["turn"] <= final]
         if last is not None:
             said = said[-last:]
         if as_json:

@@ -49,6 +49,39 @@ _OPEN = re.compile(
     re.IGNORECASE,
 )
 _HARNESS_NOTE = ("<", "Caveat:", "[Request interrupted")
+#: A literal that every match of ``_DECIDED`` / ``_OPEN`` holds (case folded): a block
+#: holding none of them has no sentence to take, and is skipped without running the
+#: patterns over it (their alternations cost ~40 us a sentence; a session digest
+#: (``core.summaries``) reads long replies).
+_DECIDED_WORDS = (
+    "decid",
+    "decision",
+    "settle",
+    "go with",
+    "going with",
+    "chose",
+    "agreed",
+    "we'll use",
+    "we will use",
+    "let's use",
+    "instead of",
+    "switch",
+    "from now on",
+    "stick",
+    "opted",
+)
+_OPEN_WORDS = (
+    "todo",
+    "fixme",
+    "next step",
+    "still",
+    "remaining",
+    "left to do",
+    "follow",
+    "open question",
+    "yet",
+    "- [ ]",
+)
 
 
 @dataclass(frozen=True)
@@ -130,13 +163,17 @@ def digest(text: str) -> Digest:
                 out.append(c)
         return tuple(out)
 
-    def newest_sentences(pattern: re.Pattern[str]) -> Iterator[str]:
+    def newest_sentences(pattern: re.Pattern[str], words: tuple[str, ...]) -> Iterator[str]:
         for _, body in reversed(convo):
+            folded = body.casefold()
+            if not any(w in folded for w in words):
+                continue
             for s in reversed(list(_sentences(body))):
-                if pattern.search(s):
+                folded = s.casefold()
+                if any(w in folded for w in words) and pattern.search(s):
                     yield clip(s)
 
     asked = take(r for who, body in reversed(convo) if who == "USER" for r in [_request(body)] if r)
-    decided = take(newest_sentences(_DECIDED))
-    open_ = take(newest_sentences(_OPEN))
+    decided = take(newest_sentences(_DECIDED, _DECIDED_WORDS))
+    open_ = take(newest_sentences(_OPEN, _OPEN_WORDS))
     return Digest(tuple(reversed(asked)), decided, open_)

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import msgspec
 
 from tether.core import tokens
+from tether.core.summaries import span_of
 from tether.errors import BadInputError, InvalidIdError
 from tether.ids import is_page_slug, is_session_id
 
@@ -125,10 +126,15 @@ def parse_link(text: str) -> Link:
 
 def link_of(ref: str) -> str:
     """The link of a recall hit's ref (``page:<slug>``, ``fact:<id>``, ``note:<id>``,
-    ``identity:<id>``, ``turn:<session>:<n>``)."""
+    ``identity:<id>``, ``turn:<session>:<n>``); a summary unit's (``core.summaries``) is
+    its turns, the first ``MAX_TURN_SPAN`` of them when it covers more."""
     kind, _, key = ref.partition(":")
     if kind == "page":
         return PREFIX + key
+    span = span_of(ref)
+    if span is not None:
+        last = min(span.last, span.first + MAX_TURN_SPAN - 1)
+        return f"{PREFIX}turn:{span.session}:{span.first}-{last}"
     return PREFIX + ref
 
 
@@ -161,6 +167,10 @@ class CompactHit:
     session: str | None = None
     #: The banked window (``tether://corpus/...``) a harness session's hit came from.
     segment: str | None = None
+    #: A summary unit's turns, ``<first>-<last>`` (its link reads at most
+    #: ``MAX_TURN_SPAN`` of them), and when its first turn was written.
+    turns: str | None = None
+    since: str | None = None
 
 
 def first_line(text: str, limit: int = LINE_CHARS) -> str:

@@ -185,6 +185,8 @@ class Memory:
             text=mcp.first_line(strip_private(h.text)),
             session=h.session,
             segment=links.of(h.session, h.time),
+            turns=None if h.first_turn is None else f"{h.first_turn}-{h.last_turn}",
+            since=None if h.first_turn is None else _stamp(h.first_time),
         )
 
     def _session_hit(self, session: str, best: Hit, links: Links) -> mcp.CompactHit:

@@ -28,11 +28,12 @@ from pathlib import Path
 import msgspec
 
 from tether import files
+from tether.core import summaries
 from tether.core.checkpoint import strip_private
 from tether.errors import SessionError, TetherError
 from tether.files import open_home
 from tether.ids import is_session_id, session_id
-from tether.ports import LogIndex, Progress
+from tether.ports import IndexStore, Progress
 from tether.records import (
     Assistant,
     EpochEnd,
@@ -281,9 +282,88 @@ def _session_rows(
     return out
 
 
+def _turns_before(cursors: dict[str, IndexCursor], sid: str, known: int, epoch: int) -> int:
+    """The session's turn count at the end of ``epoch`` as the cursors held it before
+    this pass (0 before epoch 0, or for an epoch they do not cover)."""
+    if epoch < 0 or epoch >= known:
+        return 0
+    cursor = cursors.get(_log_key(sid, epoch))
+    return 0 if cursor is None else cursor.turn
+
+
+def _units(
+    store: IndexStore,
+    sid: str,
+    items: Sequence[tuple[list[LogRow], IndexCursor]],
+    *,
+    cursors: dict[str, IndexCursor],
+    known: int,
+    ended: Sequence[EpochSummary],
+) -> tuple[list[summaries.Unit], list[str]]:
+    """The summary units of a session that grew in this pass (``core.summaries``): its
+    digest again and a unit per epoch that ended, and the ref of its digest as the last
+    pass left it (replaced). The digest's rows are this pass's new rows and, for the turns
+    indexed before, the store's (its first turn and the newest ``DIGEST_TURNS``): a
+    fresh session (an import) reads nothing back. Nothing new: no change."""
+    if not items:
+        return [], []
+    before = _turns_before(cursors, sid, known, known - 1)
+    total = items[-1][1].turn
+    if total < 1:
+        return [], []
+    start = max(1, total - summaries.DIGEST_TURNS + 1)
+    new = [r for rows, _ in items for r in rows if r.turn >= 1]
+    old_recent = store.session_turns(sid, start, before) if before >= start else []
+    old_first = store.session_turns(sid, 1, 1) if start > 1 and before >= 1 else []
+    first = [r for r in (*old_first, *new) if r.turn == 1] if start > 1 else []
+    recent = [*old_recent, *(r for r in new if r.turn >= start)]
+    units: list[summaries.Unit] = []
+    digest = summaries.session_unit(sid, first, recent, total)
+    if digest is not None:
+        units.append(digest)
+    ends = {int(cur.path.rpartition("/")[2].removesuffix(".jsonl")): cur for _, cur in items}
+    for ended_summary in ended:
+        e = ended_summary.epoch
+        end = ends.get(e)
+        if end is None:
+            continue
+        prior = ends[e - 1].turn if e - 1 in ends else _turns_before(cursors, sid, known, e - 1)
+        span = summaries.Span(sid, e, prior + 1, end.turn)
+        unit = summaries.epoch_unit(
+            span, ended_summary.text, ended_summary.time, tainted=end.tainted
+        )
+        if unit is not None:
+            units.append(unit)
+    gone = [summaries.Span(sid, None, 1, before).ref] if before >= 1 else []
+    return units, gone
+
+
+@dataclass
+class _Batch:
+    """What a pass has read and not written yet."""
+
+    items: list[tuple[list[LogRow], IndexCursor]] = field(default_factory=list)
+    rows: int = 0
+    states: list[SessionState] = field(default_factory=list)
+    ended: list[EpochSummary] = field(default_factory=list)
+    units: list[summaries.Unit] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+
+    def flush(self, store: IndexStore) -> _Batch:
+        """Write it all; an empty batch."""
+        # Before the rows and cursors: these writes are idempotent, so a crash between
+        # them is repaired by the next pass re-reading the same lines.
+        store.put_epoch_summaries(self.ended)
+        store.track_sessions(self.states)
+        store.put_summary_units(self.units, self.gone)
+        if self.items:
+            store.index_logs(self.items)
+        return _Batch()
+
+
 def index_home(
     home: Path,
-    store: LogIndex,
+    store: IndexStore,
     *,
     batch_rows: int = BATCH_ROWS,
     only: Sequence[str] | None = None,
@@ -293,29 +373,16 @@ def index_home(
 
     ``only`` limits the pass to those sessions: the agent indexes the session it just
     appended to, which stays cheap however many sessions the home holds. A malformed
-    session is skipped and reported; the others are indexed regardless.
+    session is skipped and reported; the others are indexed regardless. A session that
+    grew gets its summary units again (``_units``).
     """
     cursors = store.index_cursors()
     known = _known_epochs(cursors)
     allow = home_allow(home)
-    pending: list[tuple[list[LogRow], IndexCursor]] = []
-    states: list[SessionState] = []
-    summaries: list[EpochSummary] = []
-    pending_rows = 0
+    batch = _Batch()
     sessions = files_read = rows = 0
     errors: list[tuple[str, str]] = []
     damaged: list[tuple[str, str]] = []
-
-    def flush() -> None:
-        nonlocal pending, pending_rows, states, summaries
-        # Before the rows and cursors: both writes are idempotent, so a crash between
-        # them is repaired by the next pass re-reading the same lines.
-        store.put_epoch_summaries(summaries)
-        store.track_sessions(states)
-        if pending:
-            store.index_logs(pending)
-        pending, pending_rows, states, summaries = [], 0, [], []
-
     root = os.fspath(home / SESSIONS_DIR)
     # _session_ids yields valid ids only; ids in ``only`` are checked here.
     listed = only is None
@@ -333,22 +400,32 @@ def index_home(
             items = _session_rows(
                 root, checked, cursors, known.get(checked, 0), allow, seen=seen, damaged=bad
             )
+            made, old = _units(
+                store,
+                checked,
+                items,
+                cursors=cursors,
+                known=known.get(checked, 0),
+                ended=seen.summaries,
+            )
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
         damaged += [(sid, problem) for problem in bad]
         state = seen.state(checked)
         if state is not None:
-            states.append(state)
-        summaries.extend(seen.summaries)
-        for item_rows, _ in items:
-            pending_rows += len(item_rows)
-            rows += len(item_rows)
+            batch.states.append(state)
+        batch.ended += seen.summaries
+        batch.units += made
+        batch.gone += old
+        added = sum(len(item_rows) for item_rows, _ in items)
+        batch.rows += added
+        rows += added
         files_read += len(items)
-        pending.extend(items)
-        if pending_rows >= batch_rows:
-            flush()
-    flush()
+        batch.items += items
+        if batch.rows >= batch_rows:
+            batch = batch.flush(store)
+    batch.flush(store)
     if rows >= OPTIMIZE_AFTER_ROWS:
         store.optimize_index()
     return IndexReport(
@@ -360,7 +437,7 @@ def index_home(
     )
 
 
-def reindex(home: Path, store: LogIndex, *, meter: Progress | None = None) -> IndexReport:
+def reindex(home: Path, store: IndexStore, *, meter: Progress | None = None) -> IndexReport:
     """Drop the log index and build it again from the files (notes, pages, the journal
     and recall counts are kept: recall counts are keyed by session and turn, not rows)."""
     store.reset_index()

@@ -18,6 +18,12 @@ when nothing changed; see ``memory.facts`` and ``stores.sqlite_mirror``), from t
 aggregated by ``core.ranking.by_session``, with the assistant's side of the conversation
 weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 
+Summary units (``core.summaries``: a session's digest, a compaction's summary; kinds
+``session-summary`` / ``epoch-summary``) are found like any row and placed by ``_placed``:
+weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the other
+turns when a turn it covers ranks above it; their hits carry the range they stand for
+(``_spanned``).
+
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
 fuse its nearest rows with the lexical ranking by a blend of their normalised scores
 (``ranking.blend``): turns for ``recall``; for ``recall_sessions``, each ranking
@@ -29,6 +35,7 @@ with and without vectors.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,13 +44,13 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core import periods, query, ranking, standing, timeline
+from tether.core import periods, query, ranking, standing, summaries, timeline
 from tether.errors import BadInputError, DiskFullError, StoreError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
 from tether.memory.vectors import POOL as VECTOR_POOL
 from tether.memory.vectors import Vectors, vector_turns
-from tether.ports import RecallStore, SweepStore, TextSearch
+from tether.ports import RecallStore, SweepStore, TextSearch, TurnReader
 from tether.records import Found, Hit, SearchQuery
 from tether.scan.allow import home_allow
 
@@ -78,6 +85,17 @@ STANDING_POOL = 300
 STANDING_BUDGET = 5000
 #: Rows of a named period read for a question that names nothing else (``listing``).
 PERIOD_ROWS = 400
+#: A summary unit's score (``core.summaries``: a session's digest, an epoch's compaction
+#: summary) beside a turn's; 0 leaves units out of recall. Chosen on the long-horizon
+#: tuning half (benchmarks/RESULTS.md, "Session and epoch summaries").
+SUMMARY_WEIGHT = 0.75
+#: The most places of the top k that summary units may take: a question about one fact
+#: keeps the rest for turns.
+SUMMARY_SLOTS = 2
+#: A unit ranked below a turn it covers goes after every other turn found (out of the
+#: first k when they fill it): that turn already leads into its range.
+SUMMARY_AFTER_TURNS = True
+_UNIT_KINDS = frozenset({"session-summary", "epoch-summary"})
 
 
 class SessionHit(msgspec.Struct, frozen=True):
@@ -251,6 +269,56 @@ def _with_standing(
     return top[: k - len(extra)] + extra
 
 
+def _placed(turns: list[ranking.Scored], k: int) -> list[ranking.Scored]:
+    """``turns`` with summary units weighed by ``SUMMARY_WEIGHT``; among the first ``k``,
+    at most ``SUMMARY_SLOTS`` units, and (``SUMMARY_AFTER_TURNS``) none ranked below a
+    turn it covers: that turn already leads into its range, so the place goes to another
+    turn (the others follow, in order)."""
+    if not any(t.best.kind in _UNIT_KINDS for t in turns):
+        return turns
+    if SUMMARY_WEIGHT <= 0:
+        return [t for t in turns if t.best.kind not in _UNIT_KINDS]
+    weighed = [
+        dataclasses.replace(t, score=t.score * SUMMARY_WEIGHT) if t.best.kind in _UNIT_KINDS else t
+        for t in turns
+    ]
+    weighed.sort(key=lambda t: -t.score)
+    kept: list[ranking.Scored] = []
+    later: list[ranking.Scored] = []
+    seen: dict[str, list[int]] = {}  # session -> its turns placed so far
+    units = 0
+    for t in weighed:
+        if isinstance(t.key, tuple):
+            seen.setdefault(t.key[0], []).append(t.key[1])
+        elif t.best.kind in _UNIT_KINDS and len(kept) < k:
+            span = summaries.span_of(t.best.ref)
+            covered = span is not None and any(
+                span.first <= n <= span.last for n in seen.get(span.session, ())
+            )
+            if units >= SUMMARY_SLOTS or (SUMMARY_AFTER_TURNS and covered):
+                later.append(t)
+                continue
+            units += 1
+        kept.append(t)
+    return kept + later
+
+
+def _spanned(store: TurnReader, hit: Hit) -> Hit:
+    """A summary unit's hit with the range it covers: its turns, epoch, and when its
+    first turn was written (read from the index)."""
+    span = summaries.span_of(hit.ref)
+    if span is None:
+        return hit
+    rows = store.session_turns(span.session, span.first, span.first)
+    return msgspec.structs.replace(
+        hit,
+        first_turn=span.first,
+        last_turn=span.last,
+        epoch=span.epoch,
+        first_time=min((r.time for r in rows), default=hit.time),
+    )
+
+
 def _hit(scored: ranking.Scored) -> Hit:
     best = scored.best
     return Hit(
@@ -305,10 +373,11 @@ def recall(
     near = _fused(vectors, text, q, only=refs)
     if near is not None:
         turns = ranking.blend(turns, near)
+    turns = _placed(turns, k)  # before the period listing, which ranks by time, not score
     if q is not None:
         turns = _in_time(store, turns, timeline.intent(text, time), k, until)
         turns = _with_standing(store, text, turns, k, time if until is None else until)
-    hits = [_hit(t) for t in turns[:k]]
+    hits = [_spanned(store, _hit(t)) for t in turns[:k]]
     if in_time_order:
         hits = timeline.chronological(hits, lambda h: h.time, lambda h: h.ref)
     with _best_effort("counting the recall"):

@@ -33,6 +33,7 @@ from tether.ports.store import (
     IdentityIndex,
     IdentityStore,
     ImportStore,
+    IndexStore,
     LogIndex,
     MemoryJournal,
     MemoryStore,
@@ -51,6 +52,7 @@ from tether.ports.store import (
     SweepDayStore,
     TextSearch,
     TierStore,
+    TurnReader,
     WholeStoreOpener,
 )
 from tether.ports.sweep import (
@@ -74,6 +76,7 @@ __all__ = [
     "IdentityIndex",
     "IdentityStore",
     "ImportStore",
+    "IndexStore",
     "Llm",
     "LogIndex",
     "Matrix",
@@ -100,6 +103,7 @@ __all__ = [
     "SweepTx",
     "TextSearch",
     "TierStore",
+    "TurnReader",
     "VectorIndex",
     "WholeStoreOpener",
 ]

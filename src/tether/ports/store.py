@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Protocol
 
 from tether.core.memory_block import Entry
+from tether.core.summaries import Unit
 from tether.core.sweep import state as _sweep
 from tether.records import (
     BudgetReason,
@@ -41,6 +42,14 @@ from tether.records import (
 )
 
 # -- the roles -------------------------------------------------------------------------
+
+
+class TurnReader(Protocol):
+    """A session's turns by number, as indexed: what the sweep reads of a day's sessions,
+    what a summary unit is rebuilt from and reports it covers."""
+
+    def session_turns(self, session: str, first: int, last: int) -> list[LogRow]:
+        """Owner and assistant log rows of turns ``first..last`` of one session."""
 
 
 class LogIndex(Protocol):
@@ -72,6 +81,11 @@ class LogIndex(Protocol):
 
     def put_epoch_summaries(self, summaries: Sequence[EpochSummary]) -> None:
         """Insert or replace compaction summaries by (session, epoch)."""
+
+    def put_summary_units(self, units: Sequence[Unit], gone: Sequence[str] = ()) -> None:
+        """Index summary units (``core.summaries``) as rows of kind ``summary`` with their
+        ref, in one transaction: the rows of the refs in ``gone`` and of the units' own
+        refs go first, so putting the same units again changes nothing."""
 
 
 class TextSearch(Protocol):
@@ -255,9 +269,6 @@ class DayLog(Protocol):
         """Owner and assistant log rows in ``[start, end)`` of ``owner``'s sessions
         (``home``: and of every session with no owner), by session and turn."""
 
-    def session_turns(self, session: str, first: int, last: int) -> list[LogRow]:
-        """Owner and assistant log rows of turns ``first..last`` of one session."""
-
     def epoch_summaries(
         self, start: datetime, end: datetime, *, sessions: Sequence[str] | None = None
     ) -> list[EpochSummary]:
@@ -293,7 +304,13 @@ class ScanStore(MemoryJournal, StoredCells, Protocol):
     """The memory scan's reads and rewrites, and its journal line (``memory.secret_scan``)."""
 
 
-class RecallStore(TextSearch, RecallLog, MemoryJournal, IdentityIndex, FactIndex, Protocol):
+class IndexStore(TurnReader, LogIndex, Protocol):
+    """An index pass: the logs' new rows and their summary units (``memory.indexer``)."""
+
+
+class RecallStore(
+    TurnReader, TextSearch, RecallLog, MemoryJournal, IdentityIndex, FactIndex, Protocol
+):
     """Recall: the search, the recalls log, and the mirrors it brings up to date first
     (identity, the sweep's facts) (``memory.recall``)."""
 
@@ -304,6 +321,7 @@ class TierStore(RecallLog, MemoryJournal, NoteStore, IdentityIndex, Protocol):
 
 
 class MemoryStore(
+    TurnReader,
     LogIndex,
     TextSearch,
     RecallLog,
@@ -319,15 +337,16 @@ class MemoryStore(
     ``tools``, ``mcp``)."""
 
 
-class ImportStore(LogIndex, MemoryJournal, SessionMetas, Protocol):
+class ImportStore(TurnReader, LogIndex, MemoryJournal, SessionMetas, Protocol):
     """An import: journalled once, sessions' owners set, the home indexed (``imports``)."""
 
 
-class SweepDayStore(SessionMetas, DayLog, Protocol):
+class SweepDayStore(TurnReader, SessionMetas, DayLog, Protocol):
     """What the sweep's model pass and onboarding read and write of a day (``sweep``)."""
 
 
 class Store(
+    TurnReader,
     LogIndex,
     TextSearch,
     RecallLog,

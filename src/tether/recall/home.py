@@ -27,7 +27,7 @@ from tether.scan.allow import home_allow
 
 if TYPE_CHECKING:  # `memory recall` starts on every call: what it names only, unloaded
     from tether.memory.vectors import Vectors
-    from tether.ports import LogIndex, Progress, RecallStore, SweepStore
+    from tether.ports import IndexStore, Progress, RecallStore, SweepStore
     from tether.records import Hit
 
 
@@ -57,7 +57,7 @@ def bank_pending(home: Path, *, slot: int, wait: bool = False) -> None:
     catch_up(home, allow=home_allow(home), slot=slot, wait=wait)
 
 
-def catch_up_for_recall(home: Path, store: LogIndex, *, slot: int) -> CatchUp:
+def catch_up_for_recall(home: Path, store: IndexStore, *, slot: int) -> CatchUp:
     """The banked windows, then the index pass, each best effort."""
     banked_error = index_error = None
     try:
@@ -101,7 +101,7 @@ def find(
 
 
 def rebuild(
-    home: Path, store: LogIndex, *, slot: int, meter: Progress | None = None
+    home: Path, store: IndexStore, *, slot: int, meter: Progress | None = None
 ) -> IndexReport:
     """``memory reindex``: the banked windows into their sessions (waiting for an import
     that holds them), then the log index dropped and built again from the files."""

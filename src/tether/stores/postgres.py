@@ -23,6 +23,7 @@ import msgspec
 import psycopg
 
 from tether.core.memory_block import Entry
+from tether.core.summaries import Unit
 from tether.core.sweep.state import Fact
 from tether.records import (
     Found,
@@ -187,6 +188,31 @@ class PostgresStore(PostgresDays):
             )
 
         self._w("indexing session logs", work, guard=INDEX_LOCK)
+
+    def put_summary_units(self, units: Sequence[Unit], gone: Sequence[str] = ()) -> None:
+        if not units and not gone:
+            return
+        refs = sorted({*gone, *(u.span.ref for u in units)})
+        docs = [
+            (
+                "summary",
+                u.span.session,
+                u.span.epoch,
+                None,
+                None,
+                int(u.tainted),
+                u.span.ref,
+                _micros(u.time),
+                u.text,
+            )
+            for u in units
+        ]
+
+        def work(c: Conn) -> None:
+            drop_docs(c, "ref = ANY(%s)", (refs,))
+            add_docs(c, docs)
+
+        self._w("indexing summaries", work, guard=INDEX_LOCK)
 
     def reset_index(self) -> None:
         def work(c: Conn) -> None:

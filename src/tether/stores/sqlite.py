@@ -42,6 +42,7 @@ import msgspec
 
 from tether.core import symbols
 from tether.core.memory_block import Entry
+from tether.core.summaries import Unit
 from tether.core.sweep.state import Fact
 from tether.errors import StoreVersionError
 from tether.records import (
@@ -199,6 +200,36 @@ class SqliteStore(SqliteDays, SqliteFile):
                 " tainted = excluded.tainted",
                 ((cur.path, cur.offset, cur.lines, cur.turn, int(cur.tainted)) for _, cur in batch),
             )
+
+    def put_summary_units(self, units: Sequence[Unit], gone: Sequence[str] = ()) -> None:
+        if not units and not gone:
+            return
+        refs = sorted({*gone, *(u.span.ref for u in units)})
+        with self._write("indexing summaries", durable=False) as c:
+            removed = sum(fts.unindex(c, "ref = ?", (ref,)) for ref in refs)
+            first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
+            c.executemany(
+                "INSERT INTO doc (kind, session, epoch, tainted, ref, time, text, seg)"
+                " VALUES ('summary', ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (
+                        u.span.session,
+                        u.span.epoch,
+                        int(u.tainted),
+                        u.span.ref,
+                        _micros(u.time),
+                        u.text,
+                        symbols.seg(u.text),
+                    )
+                    for u in units
+                ),
+            )
+            c.execute(
+                "INSERT INTO doc_fts (rowid, body, aside)"
+                " SELECT id, body, aside FROM doc WHERE id >= ?",
+                (first,),
+            )
+            _count_docs(c, len(units) - removed)
 
     def reset_index(self) -> None:
         with self._write("resetting the index", durable=False) as c:

@@ -183,17 +183,26 @@ def unindex(c: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
     return len(old)
 
 
-def _located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any]:
-    """(session, turn, ref) of a found row: a log row's ref is ``turn:<session>:<turn>``;
-    any other row has its own ref and no session or turn."""
+def _located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any, Any]:
+    """(kind, session, turn, ref) of a found row: a log row's ref is
+    ``turn:<session>:<turn>``; a summary unit (kind ``summary`` with a ref:
+    ``core.summaries``) keeps its session and ref, has no turn, and is shown as
+    ``session-summary`` / ``epoch-summary``; any other row has its own ref and no
+    session or turn."""
+    if kind == "summary" and ref is not None:
+        return _UNIT_KIND[":e" in ref], session, None, ref
     if kind in ("turn", "summary"):
-        return session, turn, f"turn:{session}:{turn}"
-    return None, None, ref
+        return kind, session, turn, f"turn:{session}:{turn}"
+    return kind, None, None, ref
+
+
+#: A unit's kind by whether its ref names an epoch (``summary:<session>:e<n>:...``).
+_UNIT_KIND = {True: "epoch-summary", False: "session-summary"}
 
 
 def _found(row: Sequence[Any]) -> Found:
     doc_id, kind, session, turn, field, tainted, ref, micros, text, score = row
-    session, turn, ref = _located(kind, session, turn, ref)
+    kind, session, turn, ref = _located(kind, session, turn, ref)
     return Found(
         id=doc_id,
         kind=kind,
@@ -210,7 +219,7 @@ def _found(row: Sequence[Any]) -> Found:
 
 def _hit(row: Sequence[Any]) -> Hit:
     kind, session, turn, text, tainted, ref, score = row
-    session, turn, ref = _located(kind, session, turn, ref)
+    kind, session, turn, ref = _located(kind, session, turn, ref)
     return Hit(
         kind=kind,
         session=session,

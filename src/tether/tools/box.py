@@ -123,6 +123,8 @@ class ToolBox:
         lines = []
         for h in hits:
             where = f"session {h.session} turn {h.turn}" if h.session else h.ref
+            if h.first_turn is not None:  # a summary unit: the turns it stands for
+                where = f"session {h.session} turns {h.first_turn}-{h.last_turn}"
             lines.append(f"[{h.tag}] {h.kind} ({where}): {h.text}")
         tainted = any(h.tag == "memory-tainted" for h in hits)
         return ToolOutcome("\n".join(lines), "memory", tainted)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from starlette.requests import Request
 
+from tether.core.summaries import span_of
 from tether.errors import BadInputError
 from tether.files import read_home_bytes
 from tether.ids import session_id
@@ -89,9 +90,16 @@ def segment(s: UiServices, request: Request) -> View:
 
 
 def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
-    """(label, address) of where a hit came from."""
+    """(label, address) of where a hit came from (a summary unit: its turns, opened at
+    the first)."""
     if sid is not None and turn is not None:
         return f"{sid} turn {turn}", f"/sessions/{sid}/turns/{turn}"
+    span = span_of(ref)
+    if span is not None:
+        where = f"{span.session} turns {span.first}-{span.last}"
+        if span.epoch is not None:
+            where += f" (epoch {span.epoch})"
+        return where, f"/sessions/{span.session}/turns/{span.first}"
     what, _, key = ref.partition(":")
     if what == "note":
         return f"note {key}", f"/memory#note-{key}"
