@@ -288,7 +288,6 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
 
 def _budget_warnings(ctx: Context) -> list[str]:
     """A line per job kind and reason the budget gate refused today (the owner's day)."""
-    from datetime import UTC, datetime
     from zoneinfo import ZoneInfo
 
     from tether.agent.budget import hits
@@ -298,7 +297,7 @@ def _budget_warnings(ctx: Context) -> list[str]:
     try:
         with ctx.sweep_reader() as sweep:
             zone = home_zone(sweep)
-        day = local_day(ZoneInfo(zone), datetime.now(UTC)).isoformat()
+        day = local_day(ZoneInfo(zone), ctx.now()).isoformat()
         with ctx.store() as store:
             found = hits(store.budget_rows(day), day)
     except TetherError as exc:
@@ -325,11 +324,11 @@ def _hooks(ctx: Context) -> tuple[Check, str | None]:
     """The harness hooks' hard-error rate over the last day (``telemetry/heartbeat.jsonl``);
     typed degrades (skips, deadlines, no daemon) are not errors. Never fails the doctor:
     a hook that fails still exits 0 and its harness goes on."""
-    from datetime import UTC, datetime, timedelta
+    from datetime import timedelta
 
     from tether.checkpoint.telemetry import hard_error_rate
 
-    rate = hard_error_rate(ctx.home, datetime.now(UTC), timedelta(days=1))
+    rate = hard_error_rate(ctx.home, ctx.now(), timedelta(days=1))
     detail = (
         f"hard-error rate {rate.rate:.0%} ({rate.errors} of {rate.runs} runs in the last 24 h)"
         if rate.runs

@@ -32,12 +32,11 @@ def init_cmd(ctx: Context) -> None:
 
 def _home_owner(ctx: Context) -> Owner:
     """The home's owner, made with this machine's zone when there is none yet."""
-    from tether.cli.commands_sweep import now
     from tether.daemon.compose import machine_zone
     from tether.sweep import owners
 
     with ctx.sweep_store() as store:
-        owners.ensure_default(store, now(), zone=machine_zone())
+        owners.ensure_default(store, ctx.now(), zone=machine_zone())
         return owners.get(store, owners.DEFAULT_OWNER)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import click
@@ -32,7 +32,7 @@ def jobs_list(ctx: Context, as_json: bool) -> None:
     An invalid file is listed with its error (the daemon would refuse to start).
     """
     home = ctx.home
-    now = datetime.now(UTC)
+    now = ctx.now()
     last = last_records(RunLedger(home).read())
     rows: list[dict[str, Any]] = []
     for path in job_paths(home):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from datetime import UTC, datetime
 
 import anyio
 import click
@@ -85,7 +84,7 @@ def _serve(ctx: Context, *, http: bool, host: str, port: int, trusted: bool) -> 
             store,
             sweep,
             result_tokens=config.mcp.result_tokens,
-            now=lambda: datetime.now(UTC),
+            now=ctx.now,
             vectors=vectors,
             slot=config.slots.main,
         )
@@ -109,7 +108,7 @@ def token_create(ctx: Context, name: str, as_json: bool) -> None:
     """Create a token and print it: the only time it is shown (only its hash is kept)."""
     from tether.mcp.tokens import create_token
 
-    token, record = create_token(ctx.home, name, time=datetime.now(UTC))
+    token, record = create_token(ctx.home, name, time=ctx.now())
     if as_json:
         echo_json({"token": token, "id": record.id})
         return

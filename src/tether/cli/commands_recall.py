@@ -76,12 +76,12 @@ def hit_date(hit: Hit) -> str:
     return "" if hit.time is None else hit.time.astimezone(UTC).strftime("%Y-%m-%d")
 
 
-def as_of(text: str | None) -> tuple[datetime, datetime | None]:
+def as_of(text: str | None, now: datetime) -> tuple[datetime, datetime | None]:
     """(now, until) for ``--as-of``: a day (``2026-11-01``: now is its last moment, until
-    the next midnight, UTC) or a time (ISO 8601; without a zone, UTC); the clock and no
-    limit without it. A bad value: BadInputError naming the option."""
+    the next midnight, UTC) or a time (ISO 8601; without a zone, UTC); ``now`` (the
+    command's clock) and no limit without it. A bad value: BadInputError naming the option."""
     if text is None:
-        return datetime.now(UTC), None
+        return now, None
     try:
         if len(text) == 10:
             day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
@@ -160,7 +160,7 @@ def recall_cmd(
     from tether.memory.recall import recall, recall_sessions
 
     home = ctx.home
-    now, until = as_of(as_of_text)
+    now, until = as_of(as_of_text, ctx.now())
     if by_session and (timeline or until is not None):
         raise BadInputError("--sessions ranks conversations: use it without --timeline, --as-of")
     with _recall_store(ctx) as store, _vectors(ctx) as vectors:

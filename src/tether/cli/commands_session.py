@@ -186,10 +186,8 @@ def _meta(ctx: Context, session_id: str) -> SessionMeta:
 def session_discard(ctx: Context, session_id: str, undo: bool) -> None:
     """Discard a session from the daily sweep: its days are swept without it (the log
     and its recall stay). ``--undo`` takes it back for days not yet swept."""
-    from tether.cli.commands_sweep import now
-
     meta = _meta(ctx, session_id)
-    when = None if undo else (meta.discarded_at or now())
+    when = None if undo else (meta.discarded_at or ctx.now())
     with ctx.store() as store:
         store.put_session_meta(msgspec.structs.replace(meta, discarded_at=when))
     click.echo(f"session {session_id} {'kept for' if undo else 'discarded from'} the sweep")

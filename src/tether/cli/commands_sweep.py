@@ -3,9 +3,6 @@
 Output is counts, dates, statuses and reason codes only, never memory text; so is the
 telemetry line each ``sweep run`` appends to ``<home>/telemetry/sweep.jsonl`` (the
 runner's, built in ``daemon.compose``).
-
-``TETHER_TEST_NOW`` (an RFC 3339 time with a zone) replaces the wall clock in these
-commands. It exists for crash tests that need "the next day" and is not a user setting.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +26,6 @@ from tether.ports import ModelStages, SweepStore
 from tether.sweep import cursor, owners, stuck
 from tether.sweep.runner import report_json
 from tether.sweep.stage import FileStages
-
-TEST_NOW_ENV = "TETHER_TEST_NOW"
-
-
-def now() -> datetime:
-    """The wall clock, or ``TETHER_TEST_NOW`` (tests only)."""
-    fixed = os.environ.get(TEST_NOW_ENV)
-    if not fixed:
-        return datetime.now(UTC)
-    try:
-        value = datetime.fromisoformat(fixed)
-    except ValueError:
-        raise BadInputError(f"{TEST_NOW_ENV}={fixed!r} is not an RFC 3339 time") from None
-    if value.tzinfo is None:
-        raise BadInputError(f"{TEST_NOW_ENV}={fixed!r} has no zone")
-    return value.astimezone(UTC)
 
 
 def _home(ctx: Context) -> Path:
@@ -88,8 +68,8 @@ def owner_group() -> None:
 def owner_add(ctx: Context, owner_id: str, tz: str) -> None:
     """Add an owner; the sweep starts with the local day before today."""
     with sweep_store(ctx) as store:
-        owners.ensure_default(store, now())
-        row = owners.add(store, owners.owner_id(owner_id), tz, now())
+        owners.ensure_default(store, ctx.now())
+        row = owners.add(store, owners.owner_id(owner_id), tz, ctx.now())
     click.echo(f"added owner {row.id} ({row.timezone_name}); first day {row.first_date}")
 
 
@@ -99,7 +79,7 @@ def owner_add(ctx: Context, owner_id: str, tz: str) -> None:
 def owner_list(ctx: Context, as_json: bool) -> None:
     """List owners (deleted ones stay listed: their ids are never reused)."""
     with sweep_store(ctx) as store:
-        owners.ensure_default(store, now())
+        owners.ensure_default(store, ctx.now())
         rows = [owner_json(o) for o in owners.listing(store)]
     if as_json:
         echo_json(rows)
@@ -132,7 +112,7 @@ def owner_set_tz(ctx: Context, owner_id: str, tz: str) -> None:
 def owner_delete(ctx: Context, owner_id: str) -> None:
     """Mark an owner deleted, then wipe their memory, receipts and cursor."""
     with sweep_store(ctx) as store:
-        done = owners.delete(store, owners.owner_id(owner_id), now())
+        done = owners.delete(store, owners.owner_id(owner_id), ctx.now())
     click.echo(f"deleted owner {done.owner}: {done.rows_wiped} rows wiped")
 
 
@@ -158,7 +138,7 @@ def sweep_run(
 
     parsed = tuple(parse_date(d) for d in dates)
     chosen = [owners.owner_id(o) for o in owner_ids] or None
-    report = run_sweep(_home(ctx), ctx.config(), now(), chosen, parsed)
+    report = run_sweep(_home(ctx), ctx.config(), ctx.now(), chosen, parsed)
     if as_json:
         echo_json(report_json(report))
     else:
@@ -238,7 +218,7 @@ def worker_cmd(
         url,
         config,
         claimant=claimant,
-        now=now,
+        now=ctx.now,
         once=once,
         lease=timedelta(seconds=lease_s),
         stop=stop,
@@ -443,7 +423,7 @@ def sweep_reconcile(ctx: Context, owner_id: str, day: str | None, as_json: bool)
     only = None if day is None else parse_date(day)
     oid = owners.owner_id(owner_id)
     with sweep_store(ctx) as store:
-        zone = None if only is not None else cursor.reconcile(store, oid, now())
+        zone = None if only is not None else cursor.reconcile(store, oid, ctx.now())
         with store.transaction(write=False) as tx:
             owners.held(tx, oid)
             cur = tx.cursor(oid)

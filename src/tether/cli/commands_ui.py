@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import webbrowser
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -14,50 +13,29 @@ import click
 from tether.cli.context import Context, pass_ctx
 
 if TYPE_CHECKING:
-    from tether.memory.vectors import Vectors
+    pass
 
 
 def ui_services(ctx: Context) -> object:
-    """What the page is given: the home, its config, the usage zone, recall's vectors
-    (``HeldVectors``) and, where this tether has ``session discard``, that command (run
-    as the CLI runs it)."""
+    """What the page is given: the home, its config, the usage zone, and from the
+    command's application (``daemon.app.App``) its clock, its stores and recall's vectors,
+    each opened by the first request that needs it (the page starts without loading a
+    model) and closed when the command ends; and, where this tether has ``session
+    discard``, that command (run as the CLI runs it)."""
     from tether.daemon.compose import home_zone
     from tether.ui.app import UiServices
 
+    app = ctx.app
     return UiServices(
         home=ctx.home,
         config=ctx.config(),
         zone=home_zone,
+        now=ctx.now,
+        store=app.store,
+        sweep=lambda migrate: app.sweep(migrate=migrate),
         discard=discard_command(ctx),
-        vectors=HeldVectors(ctx),
+        vectors=app.vectors,
     )
-
-
-class HeldVectors:
-    """Recall's vectors for the page, as ``[recall] vectors`` says: opened by the first
-    recall (the page starts without loading a model), then held until ``close``. A
-    failure to open is the request's error, and the next recall tries again."""
-
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-        self._lock = threading.Lock()
-        self._vectors: Vectors | None = None
-        self._opened = False
-
-    def __call__(self) -> Vectors | None:
-        from tether.daemon.vectors import open_vectors
-
-        with self._lock:
-            if not self._opened:
-                self._vectors = open_vectors(self._ctx.home, self._ctx.config())
-                self._opened = True
-            return self._vectors
-
-    def close(self) -> None:
-        with self._lock:
-            if self._vectors is not None:
-                self._vectors.index.close()
-            self._vectors, self._opened = None, False
 
 
 def discard_command(ctx: Context) -> Callable[[str], str] | None:
@@ -86,7 +64,7 @@ def ui_beside(ctx: Context, port: int | None) -> tuple[object, socket.socket]:
     services = ui_services(ctx)
     assert isinstance(services, UiServices)
     sock = bind(DEFAULT_PORT if port is None else port)
-    click.echo(f"tether ui for {ctx.home}: open {login_url(ctx.home, sock)}")
+    click.echo(f"tether ui for {ctx.home}: open {login_url(ctx.home, sock, ctx.now())}")
     return build_app(services, sock.getsockname()[1]), sock
 
 
@@ -112,16 +90,12 @@ def ui_cmd(ctx: Context, port: int | None, no_open: bool) -> None:
     assert isinstance(services, UiServices)
     sock = bind(DEFAULT_PORT if port is None else port)
     app = build_app(services, sock.getsockname()[1])
-    url = login_url(ctx.home, sock)
+    url = login_url(ctx.home, sock, ctx.now())
     click.echo(f"tether ui for {ctx.home}: open {url}", err=False)
     click.echo("(the address works once; Ctrl-C stops the page)", err=True)
     if not no_open:
         webbrowser.open(url)
-    try:
-        asyncio.run(server_for(app).serve(sockets=[sock]))
-    finally:
-        if isinstance(services.vectors, HeldVectors):
-            services.vectors.close()
+    asyncio.run(server_for(app).serve(sockets=[sock]))  # the application closes at the end
 
 
 COMMANDS = [ui_cmd]

@@ -97,6 +97,8 @@ class App:
 
     def store(self) -> Store:
         """The home's store as ``[store]`` names it (created and migrated if need be)."""
+        if self._store is not None:  # held: no lock (the page's requests ask often)
+            return self._store
         with self._lock:
             if self._store is None:
                 from tether.stores import open_store  # on use: most commands need none

@@ -8,7 +8,7 @@ import socket
 import uuid
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -24,6 +24,7 @@ from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
+from tether.daemon.app import FixedClock, SystemClock
 from tether.daemon.harvest import GatedLlm, HarvestQueue
 from tether.daemon.vectors import VectorIndexer, open_vectors
 from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
@@ -46,13 +47,6 @@ from tether.sweep.runner import Runner, RunReport, members
 from tether.sweep.stage import FileStages, lease_for
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
 from tether.tools.box import ToolBox
-
-
-class SystemClock:
-    """The wall clock, in UTC. Only the composition root reads it."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 def build_llm(config: Config) -> Llm:
@@ -275,16 +269,6 @@ def worker_runner(
         claimant=claimant,
         lease=lease,
     )
-
-
-class FixedClock:
-    """A clock stopped at one time (a one-off ``sweep run`` at ``now``)."""
-
-    def __init__(self, time: datetime) -> None:
-        self.time = time
-
-    def now(self) -> datetime:
-        return self.time
 
 
 def sweep_call(
