@@ -58,7 +58,6 @@ def mcp_group(click_ctx: click.Context, http: bool, host: str, port: int, untrus
 
 
 def _serve(ctx: Context, *, http: bool, host: str, port: int, trusted: bool) -> None:
-    from tether.daemon.vectors import open_vectors
     from tether.mcp.server import serve_http, serve_stdio
     from tether.mcp.service import Memory
     from tether.mcp.tokens import TokenCheck, list_tokens
@@ -76,9 +75,7 @@ def _serve(ctx: Context, *, http: bool, host: str, port: int, trusted: bool) -> 
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(ctx.store())
         sweep = stack.enter_context(ctx.sweep_reader())
-        vectors = open_vectors(home, config)
-        if vectors is not None:
-            stack.callback(vectors.index.close)
+        vectors = ctx.vectors()  # the command's application closes them
         memory = Memory(
             home,
             store,

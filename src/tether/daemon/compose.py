@@ -24,9 +24,9 @@ from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
 from tether.core.sweep.windows import zone as named_zone
-from tether.daemon.app import FixedClock, SystemClock
+from tether.daemon.app import App, FixedClock
 from tether.daemon.harvest import GatedLlm, HarvestQueue
-from tether.daemon.vectors import VectorIndexer, open_vectors
+from tether.daemon.vectors import VectorIndexer
 from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
 from tether.extract.calls import CountedLlm
 from tether.extract.extractor import Extractor
@@ -38,7 +38,6 @@ from tether.ports import Clock, Llm, Producer, Store, SweepStore
 from tether.records import Completion, CompletionRequest
 from tether.scan.allow import home_allow
 from tether.scheduler import Job, Scheduler
-from tether.stores import open_store, open_sweep_store
 from tether.sweep import owners as sweep_owners
 from tether.sweep.model import Call, ModelProducer
 from tether.sweep.onboarding import OnboardingProducer
@@ -123,50 +122,52 @@ class Runtime:
     llm: Llm
     http: httpx.AsyncClient
     agent: Agent
+    #: Where the store, sweep store, vectors, model and budget came from; it closes them.
+    app: App
     #: Recall's vectors and their indexer (``[recall] vectors``); None: lexical recall.
     vectors: VectorIndexer | None = None
 
     async def aclose(self) -> None:
-        await self.llm.aclose()
-        await self.http.aclose()
         try:
-            if self.agent.budget is not None:
-                self.agent.budget.flush()  # settles kept for the next call's write
+            await self.http.aclose()
         finally:
             if self.vectors is not None:
-                self.vectors.close()
-            self.sweep.close()
-            self.store.close()
+                self.vectors.stop()  # the pass running ends first; the app closes the index
+            # the model's client, then the budget's settles, the vectors, the stores
+            await self.app.aclose()
 
 
 def build_runtime(
-    home: Path, config: Config, *, clock: Clock | None = None, llm: Llm | None = None
+    home: Path,
+    config: Config,
+    *,
+    clock: Clock | None = None,
+    llm: Llm | None = None,
+    app: App | None = None,
 ) -> Runtime:
-    store = open_store(home, config)
+    """The agent and what it runs on, from ``app`` (else an application of its own over
+    ``home``, ``config``, ``clock`` and ``llm``); ``Runtime.aclose`` closes the app."""
+    app = app if app is not None else App(home, config, clock=clock, llm=llm)
     try:
-        sweep = open_sweep_store(home, config, migrate=False)
+        store = app.store()
+        sweep = app.sweep(migrate=False)
+        model = app.llm()
+        vectors = app.vectors()
+        budget = app.budget()
     except BaseException:
-        store.close()
-        raise
-    try:
-        model = llm if llm is not None else build_llm(config)
-        vectors = open_vectors(home, config)
-    except BaseException:
-        sweep.close()
-        store.close()
+        app.close()
         raise
     indexer = None if vectors is None else VectorIndexer(vectors)
     http = httpx.AsyncClient(headers={"user-agent": "tether"})
     tools = ToolBox(home, store, config, http, sweep=sweep, vectors=vectors)
-    clock = clock or SystemClock()
     agent = Agent(
         home=home,
         config=config,
         store=store,
         llm=model,
         tools=tools,
-        clock=clock,
-        budget=build_budget(home, config, store, clock, sweep),
+        clock=app.clock,
+        budget=budget,
         n_ctx=planned_n_ctx(config),
         facts=lambda: home_facts(sweep, home),
         indexed=None if indexer is None else indexer.poke,
@@ -179,6 +180,7 @@ def build_runtime(
         llm=model,
         http=http,
         agent=agent,
+        app=app,
         vectors=indexer,
     )
 
@@ -192,17 +194,21 @@ def sweep_runner(
     call: Call | None = None,
     llm: Llm | None = None,
     clock: Clock | None = None,
+    app: App | None = None,
 ) -> Iterator[Runner]:
     """The daily sweep's runner over the home's sweep store (opened, migrated, closed on
     the way out): as producer the home's staged packets, and with ``main`` (the store
     holding the day's rows), ``call`` and ``llm`` the model pass over each completed day
     (``sweep.model``) behind them; ``[sweep]`` and its cohort, the home's allow-list (read
     first: a broken allow file stops the run before any write), a claimant unique to this
-    process, and a telemetry line per run in ``<home>/telemetry/sweep.jsonl``."""
+    process, and a telemetry line per run in ``<home>/telemetry/sweep.jsonl``. The sweep
+    store is ``app``'s (else an application's of its own, closed on the way out)."""
     allow = home_allow(home)
     claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    store = open_sweep_store(home, config)
+    own = app is None
+    app = App(home, config, clock=clock) if app is None else app
     try:
+        store = app.sweep()
         producer: Producer = StagingPacketReader(home)
         onboarding = None
         if main is not None and call is not None and llm is not None:
@@ -226,7 +232,7 @@ def sweep_runner(
                     on_malformed=llm.malformed if isinstance(llm, CountedLlm) else None,
                 ),
                 config=config.sweep,
-                clock=(clock or SystemClock()).now,
+                clock=(clock or app.clock).now,
                 allow=allow,
                 staged=producer,
                 lease=lease_for(config.llm.timeout_s),
@@ -245,7 +251,8 @@ def sweep_runner(
             onboarding=onboarding,
         )
     finally:
-        store.close()
+        if own:
+            app.close()
 
 
 def worker_runner(
@@ -343,34 +350,24 @@ def run_sweep(
         with sweep_runner(home, config) as runner:
             return runner.run(now, owners, dates)
     model = llm if llm is not None else sweep_llm(config)
-    main = open_store(home, config)
-    try:
+    with App(home, config, clock=FixedClock(now)) as app:  # the run's time, all through
+        main = app.store()
+        app.sweep()  # migrated, once: the budget's zone and the runner read it
         with anyio.from_thread.start_blocking_portal() as portal:
             try:
-                reader = open_sweep_store(home, config)
-                try:
-                    budget = build_budget(home, config, main, FixedClock(now), reader)
-                finally:
-                    reader.close()
-                counted = CountedLlm(
-                    model, home, "sweep", now=lambda: now, gated=budget.gated("sweep")
-                )
+                budget = app.budget()  # its settles written when the app closes
+                counted = CountedLlm(model, home, "sweep", now=app.now, gated=budget.gated("sweep"))
                 call = sweep_call(counted, portal.call, budget, config.llm.max_tokens)
                 with sweep_runner(
-                    home, config, main=main, call=call, llm=counted, clock=FixedClock(now)
+                    home, config, main=main, call=call, llm=counted, app=app
                 ) as runner:
                     sweep_owners.ensure_default(runner.store, now)
                     for o in owners or ():
                         sweep_owners.get(runner.store, o)
-                    try:
-                        return runner.run(now, owners, dates)
-                    finally:
-                        budget.flush()
+                    return runner.run(now, owners, dates)
             finally:
                 if llm is None:
                     portal.call(model.aclose)
-    finally:
-        main.close()
 
 
 @contextlib.contextmanager
@@ -379,50 +376,47 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
     model on the background slot (behind its gate), facts into the sweep store (migrated,
     with the default owner), ``[checkpoint] auto_writeback`` re-read for every segment."""
     home = runtime.home
-    sweep = open_sweep_store(home, runtime.config)
-    try:
-        sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
-        slot = runtime.config.slots.background
-        llm = GatedLlm(
-            runtime.llm,
-            runtime.agent.gates,
-            slot,
-            runtime.agent.budget,
-            runtime.config.llm.max_tokens,
-        )
-        config = runtime.config
-        budget = runtime.agent.budget
-        counted = CountedLlm(
-            llm,
-            home,
-            "harvest",
-            now=runtime.agent.clock.now,
-            gated=budget is not None and budget.gated("harvest"),
-        )
-        extractor = Extractor(
-            counted,
-            slot=slot,
-            max_tokens=config.llm.max_tokens,
-            form=config.extract.resolved_form(config.llm),
-            on_malformed=counted.malformed,
-        )
+    sweep = runtime.app.sweep()  # migrated; the runtime's app closes it
+    sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
+    slot = runtime.config.slots.background
+    llm = GatedLlm(
+        runtime.llm,
+        runtime.agent.gates,
+        slot,
+        runtime.agent.budget,
+        runtime.config.llm.max_tokens,
+    )
+    config = runtime.config
+    budget = runtime.agent.budget
+    counted = CountedLlm(
+        llm,
+        home,
+        "harvest",
+        now=runtime.agent.clock.now,
+        gated=budget is not None and budget.gated("harvest"),
+    )
+    extractor = Extractor(
+        counted,
+        slot=slot,
+        max_tokens=config.llm.max_tokens,
+        form=config.extract.resolved_form(config.llm),
+        on_malformed=counted.malformed,
+    )
 
-        def writeback() -> bool | None:
-            return load_config(home).checkpoint.auto_writeback
+    def writeback() -> bool | None:
+        return load_config(home).checkpoint.auto_writeback
 
-        harvester = Harvester(
-            home,
-            extractor,
-            sweep,
-            page_exists=lambda slug: runtime.store.get_page(slug) is not None,
-            writeback=writeback,
-            now=runtime.agent.clock.now,
-            mode=config.extract.resolved_mode(config.llm),
-            chunk_chars=config.extract.resolved_chunk_chars(config.llm),
-        )
-        yield HarvestQueue(home, harvester, runtime.agent.clock)
-    finally:
-        sweep.close()
+    harvester = Harvester(
+        home,
+        extractor,
+        sweep,
+        page_exists=lambda slug: runtime.store.get_page(slug) is not None,
+        writeback=writeback,
+        now=runtime.agent.clock.now,
+        mode=config.extract.resolved_mode(config.llm),
+        chunk_chars=config.extract.resolved_chunk_chars(config.llm),
+    )
+    yield HarvestQueue(home, harvester, runtime.agent.clock)
 
 
 async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) -> Harvested:
@@ -433,15 +427,16 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
     ex = config.extract
     llm: Llm | None = None
     absent: str | None = None
-    if ex.resolved_mode(config.llm) != "extractive":
-        try:
-            llm = build_llm(config)
-        except (ExtraMissingError, EmbeddedModelError) as exc:
-            absent = f"model_absent: {exc}"
-    store = open_store(home, config)
-    sweep = open_sweep_store(home, config)
+    app = App(home, config)
     try:
-        clock = SystemClock()
+        if ex.resolved_mode(config.llm) != "extractive":
+            try:
+                llm = app.llm()
+            except (ExtraMissingError, EmbeddedModelError) as exc:
+                absent = f"model_absent: {exc}"
+        store = app.store()
+        sweep = app.sweep()
+        clock = app.clock
         sweep_owners.ensure_default(sweep, clock.now())
         slot = config.slots.background
         extractor = None
@@ -467,10 +462,7 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
         )
         return await harvester.harvest(segment, lane=lane)
     finally:
-        if llm is not None:
-            await llm.aclose()
-        sweep.close()
-        store.close()
+        await app.aclose()  # the model's client (when one was loaded), the stores
 
 
 def build_scheduler(runtime: Runtime, jobs: Sequence[Job]) -> Scheduler:
