@@ -223,16 +223,16 @@ def _catch_up_banked(ctx: Context, *, wait: bool = False, best_effort: bool = Fa
 
 @contextlib.contextmanager
 def _recall_store(ctx: Context) -> Iterator[Store]:
-    """The home's store; on a disk too full to open it (SQLite cannot make its WAL
-    index), the SQLite file read as it stands, with a warning: recall still answers."""
+    """The home's store (the application's: closed when the command ends); on a disk too
+    full to open it (SQLite cannot make its WAL index), the SQLite file read as it stands,
+    with a warning: recall still answers."""
     from tether.errors import DiskFullError
-    from tether.stores import open_store, sqlite_path
+    from tether.stores import sqlite_path
     from tether.stores.sqlite import SqliteStore
 
     config = ctx.config()
-    store: Store
     try:
-        store = open_store(ctx.home, config)
+        store = ctx.app.store()
     except DiskFullError as exc:
         if config.store.url:
             raise
@@ -241,32 +241,29 @@ def _recall_store(ctx: Context) -> Iterator[Store]:
             "read as it stands (runbook: disk-full)",
             err=True,
         )
-        store = SqliteStore(sqlite_path(ctx.home, config), snapshot=True)
+        snapshot = SqliteStore(sqlite_path(ctx.home, config), snapshot=True)
         # Its writes (recall counts, identity in step) fail read-only: said once above.
         logging.getLogger("tether.memory").setLevel(logging.ERROR)
-    try:
-        yield store
-    finally:
-        store.close()
+        try:
+            yield snapshot
+        finally:
+            snapshot.close()
+        return
+    yield store
 
 
 @contextlib.contextmanager
 def _sweep_reader(ctx: Context) -> Iterator[SweepStore | None]:
-    """The sweep store for recall's facts; None when a full disk keeps it from opening
-    (the facts already mirrored into the index are still found)."""
+    """The sweep store for recall's facts (the application's); None when a full disk
+    keeps it from opening (the facts already mirrored into the index are still found)."""
     from tether.errors import DiskFullError
-    from tether.stores import open_sweep_store
 
     sweep: SweepStore | None
     try:
-        sweep = open_sweep_store(ctx.home, ctx.config(), migrate=False)
+        sweep = ctx.app.sweep(migrate=False)
     except DiskFullError:
         sweep = None
-    try:
-        yield sweep
-    finally:
-        if sweep is not None:
-            sweep.close()
+    yield sweep
 
 
 def _catch_up(home: Path, store: Store) -> IndexReport:
@@ -289,18 +286,13 @@ def _catch_up(home: Path, store: Store) -> IndexReport:
 def _vectors(ctx: Context) -> Iterator[Vectors | None]:
     """Recall's vectors as ``[recall] vectors`` says (None: lexical); the store must be
     open first (it migrates the file)."""
-    from tether.daemon.vectors import open_vectors
     from tether.errors import DiskFullError
 
     try:
-        vectors = open_vectors(ctx.home, ctx.config())
+        vectors = ctx.vectors()  # the application's: closed when the command ends
     except DiskFullError:  # recall still answers, lexically (the store's warning said why)
         vectors = None
-    try:
-        yield vectors
-    finally:
-        if vectors is not None:
-            vectors.index.close()
+    yield vectors
 
 
 @click.command("reindex")
