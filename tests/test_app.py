@@ -32,6 +32,8 @@ def test_each_resource_is_opened_once_and_closed_with_the_app(home: Path) -> Non
     with pytest.raises(StoreError):  # closed with the app: it answers no more
         store.notes()
     app.close()  # a second close does nothing
+    with pytest.raises(RuntimeError, match="closed"):  # nothing would close it
+        app.sweep(migrate=True)
 
 
 def test_a_migrated_sweep_store_serves_readers_too(home: Path) -> None:

@@ -156,6 +156,9 @@ class App:
             return self._budget
 
     def _open(self, opened: _Closing) -> _Closing:
+        if self._closed:  # nothing would close it: a use after the end is a bug
+            opened.close()
+            raise RuntimeError("the application is closed; nothing more opens in it")
         self._opened.append(opened.close)
         return opened
 
