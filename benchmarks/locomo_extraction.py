@@ -344,10 +344,12 @@ class MemoLlm:
 async def run_conversation(
     conv: dict[str, object], sessions: int | None, toml: str, score: Score, llm: MemoLlm | None
 ) -> None:
+    from tether.agent.metered import Meter, MeteredLlm
     from tether.checkpoint.bank import bank_redacted, redact_text
     from tether.checkpoint.harvest import Harvester
     from tether.config import load_config
-    from tether.extract.calls import CountedLlm
+    from tether.core.scheduling import Priority
+    from tether.extract.calls import CallLog
     from tether.extract.extractor import Extractor
     from tether.home import init_home
     from tether.stores import open_sweep_store
@@ -365,8 +367,14 @@ async def run_conversation(
         owners.ensure_default(sweep, datetime.now(UTC))
         extractor = None
         if llm is not None and ex.resolved_mode(config.llm) != "extractive":
-            # as harvest_now builds it, over the shared model
-            counted = CountedLlm(llm, home, "harvest", now=lambda: datetime.now(UTC))
+            # as harvest_now builds it, over the shared model (no ledger: nothing to cap)
+            counted = MeteredLlm(
+                llm,
+                Meter(None, None, config.llm.max_tokens),
+                "harvest",
+                priority=Priority.TOOL_SUMMARY,
+                calls=CallLog(home, "harvest", now=lambda: datetime.now(UTC)),
+            )
             extractor = Extractor(
                 counted,
                 slot=config.slots.background,

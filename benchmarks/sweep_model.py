@@ -21,8 +21,10 @@ from pathlib import Path
 
 import anyio.from_thread
 
+from tether.agent.metered import Meter, MeteredLlm
 from tether.config import Config, SweepConfig
-from tether.daemon.compose import sweep_call, sweep_runner
+from tether.core.scheduling import Priority
+from tether.daemon.compose import sweep_runner
 from tether.llm.llama_server import LlamaServerClient
 from tether.records import Completion, CompletionRequest, IndexCursor, LogRow, SessionMeta
 from tether.stores.sqlite import SqliteStore
@@ -94,7 +96,8 @@ def model_run(home: Path, n: int, long: bool) -> tuple[float, float, int, int]:
         main = SqliteStore(home / "tether.db")
         try:
             with anyio.from_thread.start_blocking_portal() as portal:
-                inner = sweep_call(llm, portal.call, None, 1024)
+                metered = MeteredLlm(llm, Meter(None, None, 1024), "sweep", priority=Priority.SWEEP)
+                inner = metered.blocking(portal.call)
 
                 def call(request: CompletionRequest) -> Completion:
                     began = time.perf_counter()

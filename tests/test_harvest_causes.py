@@ -223,3 +223,29 @@ async def test_a_budget_refusal_is_named_sends_nothing_and_is_no_failed_call(
     assert learned["employer"].text == "The owner works at Acme Robotics."
     harvest = usage(home)
     assert (harvest["refused"], harvest["failed"], harvest["calls"]) == (1, 0, 0)
+
+
+def test_ingest_facts_is_gated_by_the_harvest_budget_like_the_daemons_harvest(
+    home: Path, fake: FakeLlama, tmp_path: Path
+) -> None:
+    """``tether transcripts ingest --facts`` makes the harvest's calls in the owner's
+    process: ``[budget.harvest]`` weighs them as it weighs the daemon's."""
+    configure(home, fake, "[budget.harvest]\ncall_tokens = 10\n")
+    path = transcript(tmp_path / "t.jsonl")
+    code, row, err = ingest(home, path, "--json")
+    assert code == 0, err  # the extractive path learned the owner's statements
+    assert (row["outcome"], row["cause"], row["path"]) == ("fallback", "budget_call", "extractive")
+    assert fake.requests == []  # nothing was sent
+    assert read_receipt(home, segments(home)[0].name) is None  # retried once it may
+    assert "allergy-peanuts" in facts(home)
+    harvest = usage(home)
+    assert (harvest["refused"], harvest["failed"], harvest["calls"]) == (1, 0, 0)
+    configure(home, fake, "[budget.harvest]\nday_tokens = 100000\n")
+    fake.script(GOOD_PAGE)
+    code, row, err = ingest(home, path, "--json")
+    assert code == 0, err
+    assert row["path"] == "model+extractive"
+    assert len(fake.requests) == 1
+    harvest = usage(home)  # the call, from the ledger the gate settled before exiting
+    assert (harvest["refused"], harvest["calls"]) == (1, 1)
+    assert harvest["prompt_n"] > 0

@@ -62,7 +62,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "views": SERVICE_BASE,
     "tools": SERVICE_BASE | {"memory", "checkpoint", "broker"},
     # use-cases: a turn, an import, scheduled work
-    "agent": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools"},
+    "agent": SERVICE_BASE | {"extract", "memory", "checkpoint", "broker", "tools"},
     "imports": SERVICE_BASE | {"memory", "checkpoint"},
     "scheduler": SERVICE_BASE | {"memory", "checkpoint", "broker", "tools", "agent"},
     # `tether mcp`: the memory over the MCP SDK, its fences and tokens; the store it serves
@@ -73,15 +73,27 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler"},
+    # recall over a home (`memory recall`, `memory reindex`): banked windows into their
+    # sessions, the index pass, the search, each hit's banked window
+    "recall": SERVICE_BASE | {"memory", "checkpoint"},
+    # what the model calls cost (`tether usage`, the page's usage view): the logs, the
+    # budget ledger, the extraction calls, in the home owner's days
+    "usage": SERVICE_BASE | {"extract", "sweep"},
+    # `tether doctor`: every check over every part (the backend's probe, the store, the
+    # logs, the budget, recall's vectors, the hooks), so it sits above the root
+    "doctor": SERVICE_BASE
+    | {"extract"}
+    | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
+    | {"agent", "imports", "scheduler", "daemon"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
-    # same services; the CLI starts it and hands it what it may not import or open (its
-    # application's stores and clock, the daemon's zone rule, `session discard`)
-    "ui": SERVICE_BASE | {"memory", "checkpoint", "sweep", "scheduler"},
+    # same services and the same use-case functions; never the CLI (see `ui_apart`); the
+    # CLI starts it and hands it what it may not open (its application's stores and clock)
+    "ui": SERVICE_BASE | {"memory", "checkpoint", "sweep", "scheduler", "usage"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "ui", "mcp"},
+    | {"agent", "imports", "scheduler", "daemon", "doctor", "recall", "usage", "ui", "mcp"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)
@@ -250,8 +262,8 @@ def purity(rel: str, source: str) -> list[Broken]:
 
 
 def protocols(rel: str, source: str) -> list[Broken]:
-    """A ``Protocol`` defined anywhere but ``ports.py``."""
-    if rel == "ports.py":
+    """A ``Protocol`` defined anywhere but the ``ports`` package."""
+    if rel.startswith("ports/"):
         return []
     broken = []
     for node in ast.walk(ast.parse(source)):
@@ -260,7 +272,7 @@ def protocols(rel: str, source: str) -> list[Broken]:
                 name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
                 if name == "Protocol":
                     broken.append(
-                        Broken(rel, node.lineno, f"Protocol {node.name} belongs in ports.py")
+                        Broken(rel, node.lineno, f"Protocol {node.name} belongs in ports/")
                     )
     return broken
 
@@ -346,7 +358,96 @@ def wall_clock(rel: str, source: str) -> list[Broken]:
     return broken
 
 
-CHECKS = (layering, purity, protocols, sweep_sql, composition, wall_clock)
+#: The parts that open a store (or implement one) and so hold the whole ``Store``: the
+#: composition root, doctor's checks, the CLI and the memory browser (which open it), the
+#: stores and the ports. Every other part is typed on the role ports it uses
+#: (``tether.ports.store``).
+STORE_HOLDERS = frozenset({"daemon", "doctor", "cli", "ui", "stores", "ports"})
+
+
+def full_store(rel: str, source: str) -> list[Broken]:
+    """A consumer typed on the whole ``Store`` rather than the roles it uses."""
+    if part_of(module_name(rel)) in STORE_HOLDERS:
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        named = False
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tether.ports"):
+            named = any(alias.name == "Store" for alias in node.names)
+        elif isinstance(node, ast.Attribute) and node.attr == "Store":
+            named = isinstance(node.value, ast.Name) and node.value.id == "ports"
+        if named:
+            rule = "typed on the whole Store: name the role ports it uses (tether.ports.store)"
+            broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+def ui_apart(rel: str, source: str) -> list[Broken]:
+    """The page imports nothing of the command line, nor click: it calls the use-case
+    functions the commands call, never a command."""
+    if not rel.startswith("ui/"):
+        return []
+    broken = []
+    for line, target in imported(ast.parse(source)):
+        if part_of(target) == "cli":
+            broken.append(Broken(rel, line, f"ui never imports the CLI ({target})"))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(n.split(".")[0] == "click" for n in names):
+                broken.append(Broken(rel, node.lineno, "ui never imports click (a command)"))
+    return broken
+
+
+_COMMAND_MODULE = re.compile(r"^cli/commands_[a-z_]+\.py$")
+
+
+def command_apart(rel: str, source: str) -> list[Broken]:
+    """A command module (``cli/commands_*.py``) imports no other: what two commands share
+    (parsing, rendering) lives in a CLI module that is no command's, and what they do in a
+    feature's use-case function."""
+    if not _COMMAND_MODULE.match(rel):
+        return []
+    me = module_name(rel)
+    broken = []
+    for line, target in imported(ast.parse(source)):
+        if target != me and target.startswith("tether.cli.commands_"):
+            rule = f"a command module imports no other ({target})"
+            broken.append(Broken(rel, line, rule))
+    return broken
+
+
+def thin_commands(rel: str, source: str) -> list[Broken]:
+    """A command module opens no store transaction: what a command reads or writes in one
+    (``sweep status``'s counts, ``sweep reconcile``) is a feature's use-case function."""
+    if not _COMMAND_MODULE.match(rel):
+        return []
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "transaction"
+        ):
+            rule = "a command opens no transaction: call a use-case function"
+            broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+CHECKS = (
+    layering,
+    purity,
+    protocols,
+    sweep_sql,
+    composition,
+    full_store,
+    ui_apart,
+    command_apart,
+    thin_commands,
+    wall_clock,
+)
 
 
 def sources() -> list[tuple[str, str]]:
@@ -393,7 +494,7 @@ BACK_DOORS = [
     # core doing I/O or reading the clock
     (purity, "core/periods.py", "import os\n", 1),
     (purity, "core/cron.py", "from datetime import datetime\nx = datetime.now()\n", 2),
-    # a Protocol outside ports.py
+    # a Protocol outside ports/
     (protocols, "llm/types.py", "from typing import Protocol\nclass Llm(Protocol):\n    pass\n", 2),
     # the main store's adapter reading the sweep's tables
     (
@@ -418,6 +519,34 @@ BACK_DOORS = [
     (wall_clock, "cli/commands_sweep.py", "import datetime\nx = datetime.datetime.utcnow()\n", 2),
     # the test tree's CLI entry is the only module of testing that may import the CLI
     (layering, "testing/fake_llama.py", "from tether.cli.main import main\n", 1),
+    # a use-case typed on all 43 methods of the store when it uses two
+    (full_store, "memory/notes.py", "from tether.ports import Store, SweepStore\n", 1),
+    (full_store, "sweep/spine.py", "from tether import ports\ndef f(s: ports.Store): ...\n", 2),
+    # the page running a CLI command as a function (`session discard` handed over)
+    (ui_apart, "ui/actions.py", "def f():\n    from tether.cli.commands_session import g\n", 2),
+    (ui_apart, "ui/app.py", "import click\n", 1),
+    (ui_apart, "ui/views.py", "from click import Command\n", 1),
+    # the same, caught by the layers too
+    (layering, "ui/actions.py", "from tether.cli.context import Context\n", 1),
+    # a command borrowing another command module's helper (the clock, a warning, a backend)
+    (
+        command_apart,
+        "cli/commands_session.py",
+        "def f():\n    from tether.cli.commands_sweep import now\n",
+        2,
+    ),
+    (command_apart, "cli/commands_setup.py", "import tether.cli.commands_hook\n", 1),
+    # the recall use case opening a store itself (the caller opens it, or its fallback)
+    (layering, "recall/home.py", "def f():\n    from tether.stores import open_store\n", 2),
+    # `sweep status` counting receipts in the command itself
+    (
+        thin_commands,
+        "cli/commands_sweep.py",
+        "with sweep_store(ctx) as store, store.transaction(write=False) as tx:\n    pass\n",
+        1,
+    ),
+    # doctor's checks reaching the command line
+    (layering, "doctor/checks.py", "from tether.cli.context import Context\n", 1),
 ]
 
 
@@ -445,6 +574,14 @@ def test_what_the_house_allows_is_not_flagged() -> None:
         == []
     )
     assert layering("testing/cli.py", "from tether.cli.main import main\n") == []
+    assert full_store("memory/notes.py", "from tether.ports import NoteWriter\n") == []
+    assert full_store("cli/context.py", "from tether.ports import Store\n") == []
+    assert ui_apart("ui/actions.py", "from tether.sweep.marks import discard\n") == []
+    assert command_apart("cli/commands_sweep.py", "from tether.cli.clock import now\n") == []
+    assert command_apart("cli/main.py", "from tether.cli.commands_sweep import x\n") == []
+    assert (
+        thin_commands("sweep/status.py", "with store.transaction(write=False):\n    pass\n") == []
+    )
 
 
 # -- the architecture page lists every module --------------------------------------------
@@ -477,3 +614,38 @@ def test_the_architecture_page_lists_every_module() -> None:
     }
     assert not modules - listed, f"missing from docs/architecture.md: {sorted(modules - listed)}"
     assert not listed - modules, f"listed but gone: {sorted(listed - modules)}"
+
+
+# -- the Store is the union of its role ports ---------------------------------------------
+
+
+def _methods(cls: type) -> set[str]:
+    return {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+
+
+def test_every_method_of_the_store_belongs_to_exactly_one_role_port() -> None:
+    """A method added to ``Store`` itself, or to two roles, would let a consumer's slice
+    and the union drift apart: each lives in one role, and ``Store`` adds only ``close``."""
+    from typing import Protocol
+
+    from tether.ports import store
+
+    roles = [b for b in store.Store.__bases__ if b is not Protocol]
+    assert len(roles) == 12, [r.__name__ for r in roles]
+    seen: dict[str, str] = {}
+    for role in roles:
+        assert set(role.__bases__) == {Protocol}, role  # a role is made of nothing else
+        for name in _methods(role):
+            assert name not in seen, f"{name} is in {seen[name]} and {role.__name__}"
+            seen[name] = role.__name__
+    assert _methods(store.Store) == {"close"}
+    slices = [
+        v
+        for v in vars(store).values()
+        if isinstance(v, type) and issubclass(v, Protocol) and v not in (*roles, store.Store)
+    ]
+    slices = [s for s in slices if s is not Protocol]
+    assert len(slices) >= 9, slices  # NoteWriter, RecallStore, MemoryStore, ...
+    for s in slices:
+        assert _methods(s) == set(), f"{s.__name__} defines methods: only roles do"
+        assert set(s.__bases__) - {Protocol} <= set(roles), s  # made of roles only

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import LEXICAL_PIN
 from mcp_helpers import (
     build_home,
     call,
@@ -39,6 +40,11 @@ SEGMENT = "tether://corpus/trip.seg-0123456789abcdef01234567"
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     home = tmp_path_factory.mktemp("mcp") / "home"
     init_home(home)
+    # Lexical, as conftest's home fixture pins it: these tests are about the lanes'
+    # fences, and fused recall (the MCP recall now embeds missing rows first) fills k with
+    # the lane's own unrelated rows when nothing matches (the no-match gap of MIN_COSINE).
+    with (home / "tether.toml").open("a") as f:
+        f.write(LEXICAL_PIN)
     return home, build_home(home)
 
 

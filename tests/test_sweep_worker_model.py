@@ -235,3 +235,31 @@ def test_a_live_worker_is_reported_busy_and_status_names_the_day(
     assert len(fake.requests) == 2
     assert facts(pg_url, tenant) == [("book-club", CLUB["text"])]
     assert stuck(status_home(tmp_path, pg_url, tenant)) == []
+
+
+def sweep_usage(home: Path) -> dict[str, Any]:
+    out = tether(home, "usage", "--json")
+    assert out.returncode == 0, out.stderr
+    rows: dict[str, dict[str, Any]] = {r["key"]: r for r in json.loads(out.stdout)["rows"]}
+    return rows.get("sweep", {"calls": 0})
+
+
+def test_a_workers_model_calls_are_counted_in_the_owners_usage(
+    tmp_path: Path, db: str, fake: FakeLlama
+) -> None:
+    """What a worker spends on an owner's day is in that owner's spend ledger: ``tether
+    usage`` of a home on the owner's schema counts it, and no other owner's does."""
+    pg_url = db
+    tenant, other = pg_helpers.new_owner("m"), pg_helpers.new_owner("n")
+    home_day(tmp_path, pg_url, tenant)
+    fake.script(excerpts())
+    fake.script(page(CLUB))
+    out = worker(pg_url, worker_config(tmp_path, fake), NOW.isoformat())
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["outcomes"] == {"complete": 1}
+    assert len(fake.requests) == 2
+    sweep = sweep_usage(status_home(tmp_path, pg_url, tenant))
+    assert sweep["calls"] == 2  # phase A and phase B, settled when the worker stopped
+    assert sweep["prompt_n"] + sweep["cache_n"] > 0
+    assert sweep["predicted_n"] > 0
+    assert sweep_usage(status_home(tmp_path, pg_url, other))["calls"] == 0

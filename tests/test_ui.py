@@ -4,6 +4,7 @@ spent token; another origin; another Host), the views answering, and the socket 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -13,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from daemon_helpers import tether
 from tether.core.memory_block import entry_id
 from ui_helpers import SECRET, Served, build_home, csrf_of, logged_in, serve_ui
 
@@ -152,6 +154,25 @@ def test_an_action_keeps_the_cli_rules(served: Served) -> None:
         # `tether session discard` exists, so the page offers it (the CLI's own command).
         assert "discard from the sweep" in client.get("/sessions/work").text
     finally:
+        client.close()
+
+
+def test_discarding_from_the_page_is_what_session_discard_does(served: Served) -> None:
+    client = logged_in(served)
+    try:
+        token = csrf_of(client.get("/sessions/work").text)
+        origin = {"origin": served.base}
+        done = client.post("/sessions/work/discard", data={"csrf": token}, headers=origin)
+        assert done.status_code == 303
+        assert done.headers["location"] == "/sessions/work"
+        shown = tether(served.home, "session", "show", "work", "--json")
+        assert json.loads(shown.stdout)["discarded"] is True
+        # An unknown session is refused, as `tether session discard ghost` refuses it.
+        ghost = client.post("/sessions/ghost/discard", data={"csrf": token}, headers=origin)
+        assert ghost.status_code == 400
+        assert "ghost" in ghost.text
+    finally:
+        assert tether(served.home, "session", "discard", "work", "--undo").returncode == 0
         client.close()
 
 

@@ -26,6 +26,7 @@ from tether.daemon.compose import build_runtime
 from tether.daemon.vectors import open_vectors
 from tether.llm import embedder
 from tether.memory.indexer import index_home
+from tether.memory.readiness import RECALL_EMBED_ROWS
 from tether.memory.recall import recall, recall_sessions
 from tether.memory.vectors import Vectors, embed_missing
 from tether.ports import Store
@@ -297,15 +298,19 @@ def test_the_memory_page_recalls_with_vectors_once_the_rows_have_them(
 ) -> None:
     from ui_helpers import logged_in, serve_ui
 
-    _sessions(home, tick)
+    # More rows than a recall embeds first (a few would be embedded before it answers).
+    _sessions(home, tick, rounds=13)
     index_home(home, store)
+    total = 13 * 2 * len(CHAT)  # every turn a row, every row one to embed
+    assert total > RECALL_EMBED_ROWS
     question = "/recall?q=which+streaming+service+did+I+subscribe+to"
     with serve_ui(home) as served:
         client = logged_in(served, served.login)
         try:
             before = client.get(question)
             assert before.status_code == 200
-            assert "(words only)" in before.text  # no vectors yet: lexical, and it says so
+            assert "(words only)" in before.text  # no vectors yet: lexical, and it says why
+            assert f"recall is lexical: {total} rows of {total} have no vector" in before.text
             assert "Apple TV+" not in before.text
             assert _cli(home, "memory", "reindex", "--vectors").returncode == 0
             after = client.get(question)  # the same page process, vectors held open

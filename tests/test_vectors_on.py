@@ -19,9 +19,10 @@ import pytest
 from checkpoint_helpers import TETHER_SESSION, Transcript, heartbeat, hook, payload
 from conftest import Ticker
 from daemon_helpers import spawn, tether
-from tether.cli.embedding import PAUSE_BEFORE_EMBED, RECALL_EMBED_ROWS
+from tether.cli.embedding import PAUSE_BEFORE_EMBED
 from tether.home import init_home
 from tether.llm import embedder
+from tether.memory.readiness import RECALL_EMBED_ROWS
 from tether.records import Baseline, User
 from tether.sessions import Session
 from tether.testing.pause import release, wait_reached

@@ -37,7 +37,7 @@ from tether.core import budget as rules
 from tether.core.budget import Bound, Caps, Prices
 from tether.errors import TetherError, UnsafeHomePathError
 from tether.files import append_home
-from tether.ports import Clock, Store
+from tether.ports import Clock, SpendLedger
 from tether.records import (
     BudgetReason,
     Completion,
@@ -95,7 +95,7 @@ class BudgetGate:
         self,
         *,
         config: BudgetConfig,
-        store: Store,
+        store: SpendLedger,
         clock: Clock,
         zone: tzinfo,
         telemetry: Path | None = None,

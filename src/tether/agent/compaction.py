@@ -10,14 +10,14 @@ next open finishes the new epoch from the ``EpochEnd`` summary.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from tether.agent.budget import BudgetGate, BudgetRefusedError
-from tether.agent.locks import InFlight, SlotGates
+from tether.agent.budget import BudgetRefusedError
+from tether.agent.locks import InFlight
+from tether.agent.metered import Meter
 from tether.checkpoint.bank import BankReport, bank_window
 from tether.config import Config
 from tether.core.compaction import cap, carry_text, fallback_summary, neutralise
@@ -62,18 +62,16 @@ class Compactor:
         *,
         config: Config,
         llm: Llm,
-        gates: SlotGates,
+        meter: Meter,
         clock: Clock,
         new_baseline: Callable[[str], Baseline],
         prompt: Callable[[], str],
         inflight: InFlight | None = None,
-        budget: BudgetGate | None = None,
     ) -> None:
         self.config = config
-        self.budget = budget
+        self.meter = meter
         self.inflight = inflight or InFlight()
         self.llm = llm
-        self.gates = gates
         self.clock = clock
         self.new_baseline = new_baseline
         self.prompt = prompt
@@ -152,36 +150,28 @@ class Compactor:
             slot=self.config.slots.background,
             max_tokens=max(256, self.config.compact.summary_chars // 2),
         )
-        reservation = None
-        if self.budget is not None:
-            bound = self.budget.bound(request, self.config.llm.max_tokens)
-            try:
-                reservation = await asyncio.to_thread(
-                    self.budget.reserve, "compaction", session.id, bound
-                )
-            except BudgetRefusedError as exc:
-                # Over budget the session still compacts (from the owner's own words)
-                # rather than growing until it overflows.
-                log.warning(
-                    "compaction session=%s summary call skipped (%s); using the fallback",
-                    session.id,
-                    exc.reason,
-                )
-                return "", "fallback"
         try:
-            async with self.gates.hold(self.config.slots.background, Priority.COMPACTION):
-                completion = await self.llm.complete(request)
-        except BaseException as exc:
-            if reservation is not None and self.budget is not None:
-                self.budget.settle(reservation, None)  # nothing used; may be cancelled
-            if not isinstance(exc, LlmError):
-                raise
+            completion = await self.meter.call(
+                self.llm,
+                request,
+                kind="compaction",
+                session=session.id,
+                priority=Priority.COMPACTION,
+            )
+        except BudgetRefusedError as exc:
+            # Over budget the session still compacts (from the owner's own words)
+            # rather than growing until it overflows.
+            log.warning(
+                "compaction session=%s summary call skipped (%s); using the fallback",
+                session.id,
+                exc.reason,
+            )
+            return "", "fallback"
+        except LlmError as exc:
             log.warning(
                 "compaction session=%s summary call failed (%s); using the fallback",
                 session.id,
                 exc,
             )
             return "", "fallback"
-        if reservation is not None and self.budget is not None:
-            await asyncio.to_thread(self.budget.settle, reservation, completion)
         return cap(neutralise(completion.content), self.config.compact.summary_chars), "model"

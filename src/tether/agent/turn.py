@@ -16,6 +16,7 @@ from pathlib import Path
 from tether.agent.budget import BudgetGate, BudgetRefusedError, Reservation
 from tether.agent.compaction import CompactionDone, CompactionFailedError, Compactor
 from tether.agent.locks import BusySet, InFlight, SlotGates
+from tether.agent.metered import Meter
 from tether.agent.outcomes import (
     MessageTooLargeError,
     TurnDone,
@@ -38,12 +39,11 @@ from tether.errors import (
 from tether.faults import crash_point, pause_point
 from tether.memory.identity import Identity
 from tether.memory.indexer import index_home
-from tether.ports import Clock, Llm, Store
+from tether.ports import Clock, Llm, MemoryStore
 from tether.records import (
     Assistant,
     Baseline,
     ChatMessage,
-    Completion,
     CompletionRequest,
     LogRecord,
     SpendKind,
@@ -91,7 +91,7 @@ class Agent:
         *,
         home: Path,
         config: Config,
-        store: Store,
+        store: MemoryStore,
         llm: Llm,
         tools: ToolBox,
         clock: Clock,
@@ -119,6 +119,8 @@ class Agent:
         self.broker = Broker(config.tools)
         self.busy = BusySet(home / "sessions")
         self.gates = SlotGates()
+        #: Every model call of the runtime goes through it (``agent.metered``).
+        self.meter = Meter(budget, self.gates, config.llm.max_tokens)
         #: Background work on a session's log (tool summaries) that compaction waits for.
         self.inflight = InFlight()
         #: Sessions whose index pass failed after their turn (a full disk): every later
@@ -130,12 +132,11 @@ class Agent:
         self.compactor = Compactor(
             config=config,
             llm=llm,
-            gates=self.gates,
+            meter=self.meter,
             clock=clock,
             new_baseline=self.new_baseline,
             prompt=lambda: read_prompt(home, "compact.md"),
             inflight=self.inflight,
-            budget=budget,
         )
 
     def new_baseline(self, sid: str | None = None) -> Baseline:
@@ -185,8 +186,7 @@ class Agent:
                     await asyncio.to_thread(self._close_interrupted, session)
                     await self._compact_if_due(session)
                 except BaseException:
-                    if first is not None and self.budget is not None:
-                        self.budget.settle(first, None)  # the call is never made
+                    self.meter.settle(first, None)  # the call is never made
                     raise
                 try:
                     done = await self._turn(
@@ -277,7 +277,7 @@ class Agent:
         try:
             return self._open_for(sid, text, slot, baseline, opened), first
         except BaseException:
-            self.budget.settle(first, None)
+            self.meter.settle(first, None)
             raise
 
     def _close_interrupted(self, session: Session) -> None:
@@ -360,22 +360,6 @@ class Agent:
             session = await asyncio.to_thread(Session.open, self.home, sid)
             return await self.compactor.compact(session)
 
-    async def _reserve(
-        self, session: Session, request: CompletionRequest, kind: SpendKind
-    ) -> Reservation | None:
-        if self.budget is None or not self.budget.gated(kind):
-            return None
-        bound = self.budget.bound(request, self.config.llm.max_tokens)
-        try:
-            return await asyncio.to_thread(self.budget.reserve, kind, session.id, bound)
-        except BudgetRefusedError as exc:
-            await _append(session, TurnError(time=self.clock.now(), kind="budget"))
-            raise TurnFailedError(session.id, "budget", exc) from exc
-
-    async def _settle(self, reservation: Reservation | None, completion: Completion | None) -> None:
-        if reservation is not None and self.budget is not None:
-            await asyncio.to_thread(self.budget.settle, reservation, completion)
-
     async def _turn(
         self,
         session: Session,
@@ -402,28 +386,30 @@ class Agent:
                 slot=session.slot,
                 max_tokens=self.config.llm.max_tokens,
             )
-            reservation = first if step == 0 and first is not None else None
-            if reservation is None:
-                reservation = await self._reserve(session, request, kind)
             try:
-                async with self.gates.hold(session.slot, priority):
-                    completion = await self.llm.complete(request)
+                completion = await self.meter.call(
+                    self.llm,
+                    request,
+                    kind=kind,
+                    session=session.id,
+                    priority=priority,
+                    reserved=first if step == 0 else None,
+                )
+            except BudgetRefusedError as exc:  # a later step or a retry (the first is weighed)
+                await _append(session, TurnError(time=self.clock.now(), kind="budget"))
+                raise TurnFailedError(session.id, "budget", exc) from exc
             except asyncio.CancelledError:
                 # The daemon is stopping mid-turn: say so in the log, then let it stop.
                 session.append(
                     TurnError(time=self.clock.now(), kind="interrupted")
                 )  # no await: cancelled
-                if reservation is not None and self.budget is not None:
-                    self.budget.settle(reservation, None)
                 raise
             except LlmError as exc:
-                await self._settle(reservation, None)
                 kind_ = error_kind(exc)
                 await _append(session, TurnError(time=self.clock.now(), kind=kind_))
                 if kind_ == "session_full" and not retry and (earlier or step > 0):
                     raise _Retry from exc
                 raise TurnFailedError(session.id, kind_, exc) from exc
-            await self._settle(reservation, completion)
             now = self.clock.now()
             usage = Usage(
                 time=now,

@@ -33,6 +33,16 @@ counts, never words), appended durably. It is what
 
 A torn last line is ignored on read; a segment recorded twice is harmless (messages are
 deduplicated by the session, not by this file).
+
+``corpus/caught-up.json`` keeps, per banked session, the state of its ledger (size,
+modification time, inode) when every harness segment it named was found in the session,
+so a ``catch_up`` (every recall runs one) with nothing new reads that one file and stats
+each ledger instead of reading every ledger and ``.recalled.jsonl`` (benchmarks/
+recall_catch_up.py). A mark is written only after the appends it vouches for are
+recorded (``mark_recalled`` fsyncs first), and the ledger is stat-ed before it is read,
+so a mark never covers a window it did not see; any change to the ledger (a new window,
+a retirement: written by rename) changes its state and the session is read again. The
+file is replaced atomically; a lost or unreadable one only costs one full read.
 """
 
 from __future__ import annotations
@@ -48,7 +58,13 @@ from pathlib import Path
 import msgspec
 
 from tether import files
-from tether.checkpoint.bank import LINK_PREFIX, Boundary, corpus_dir, ledger, sessions_banked
+from tether.checkpoint.bank import (
+    LINK_PREFIX,
+    Boundary,
+    corpus_dir,
+    ledger,
+    ledger_path,
+)
 from tether.core.checkpoint import Turn, parse_rendered, render
 from tether.errors import NotFoundError, TetherError
 from tether.faults import crash_point
@@ -59,6 +75,8 @@ from tether.scan.secrets import redact_many
 from tether.sessions.session import Session, imported_system
 
 SUFFIX = ".recalled.jsonl"
+#: The caught-up marks, in ``corpus/`` (see the module's doc).
+MARKS = "caught-up.json"
 #: Ledger lanes whose windows are a harness's transcript (tether's own compaction, lane
 #: ``tether``, banks records its sessions already hold).
 HARNESS_SOURCES = ("pre-compact", "backstop", "remainder", "full", "ingest")
@@ -134,30 +152,107 @@ def _harness_window(b: Boundary) -> bool:
     return b.source.startswith(HARNESS_SOURCES)
 
 
+#: A ledger's state: size, modification time (ns), inode.
+State = tuple[int, int, int]
+
+
 @dataclass(frozen=True)
 class Pending:
     session: str
     segments: tuple[str, ...]  # file names, oldest first
+    state: State | None = None  # the ledger's, stat-ed before it was read
 
 
-def pending(home: Path, sessions: list[str] | None = None) -> list[Pending]:
-    """Harness segments banked but not yet in their session (``sessions``: only those;
-    default every session with a ledger). A ledger that cannot be read is skipped: the
-    hooks report it, and a later pass retries."""
+def marks_path(home: Path) -> Path:
+    return corpus_dir(home) / MARKS
+
+
+def read_marks(home: Path) -> dict[str, State]:
+    """The caught-up marks; empty when the file is absent or cannot be read (every
+    session is then read once, and the marks written again)."""
+    try:
+        doc = msgspec.json.decode(marks_path(home).read_bytes(), type=dict[str, State])
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+    return doc
+
+
+def _write_marks(
+    home: Path, before: dict[str, State], found: dict[str, State], banked: Collection[str]
+) -> None:
+    """``before`` with ``found`` over it, sessions no longer ``banked`` dropped, written
+    when something changed. Best effort: a mark is an optimisation (a full disk, a
+    read-only home: the next pass reads again)."""
+    merged = {sid: state for sid, state in {**before, **found}.items() if sid in banked}
+    if merged == before:
+        return
+    with contextlib.suppress(OSError, TetherError):
+        files.write_atomic(marks_path(home), _encoder.encode(dict(sorted(merged.items()))))
+
+
+def _state(home: Path, sid: str) -> State | None:
+    try:
+        st = os.stat(ledger_path(home, sid))
+    except (OSError, TetherError):
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+_LEDGER = ".ledger.json"
+
+
+def _ledger_states(home: Path) -> dict[str, State | None]:
+    """Every banked session (``sessions_banked``) and its ledger's state, in one pass
+    over the folder (no ``Path`` per file: at thousands of sessions, what a recall with
+    nothing new costs)."""
+    out: dict[str, State | None] = {}
+    try:
+        entries = os.scandir(corpus_dir(home))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    with entries:
+        for entry in entries:
+            if not entry.name.endswith(_LEDGER):
+                continue
+            try:
+                st = entry.stat()
+                out[entry.name[: -len(_LEDGER)]] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            except OSError:
+                out[entry.name[: -len(_LEDGER)]] = None  # read below: its error decides
+    return dict(sorted(out.items()))
+
+
+def _scan(
+    home: Path, sessions: list[str] | None, marks: dict[str, State]
+) -> tuple[list[Pending], dict[str, State], Collection[str]]:
+    """(what is pending, the state of each session read and found caught up, every
+    session looked at)."""
     out: list[Pending] = []
-    for sid in sessions_banked(home) if sessions is None else sessions:
+    caught: dict[str, State] = {}
+    states = _ledger_states(home) if sessions is None else {s: _state(home, s) for s in sessions}
+    for sid, state in states.items():
+        if state is not None and marks.get(sid) == state:
+            continue  # caught up at this very ledger: nothing to read
         try:
             held = ledger(home, sid)
         except TetherError:
             continue
         names = [b.segment for b in held if _harness_window(b)]
-        if not names:
-            continue
-        done = {r.segment for r in recalled(home, sid)}
+        done = {r.segment for r in recalled(home, sid)} if names else set()
         missing = tuple(n for n in dict.fromkeys(names) if n not in done)
         if missing:
-            out.append(Pending(sid, missing))
-    return out
+            out.append(Pending(sid, missing, state))
+        elif state is not None:
+            caught[sid] = state
+    return out, caught, states.keys()
+
+
+def pending(home: Path, sessions: list[str] | None = None) -> list[Pending]:
+    """Harness segments banked but not yet in their session (``sessions``: only those;
+    default every session with a ledger), sessions marked caught up at their ledger's
+    current state skipped unread. A ledger that cannot be read is skipped: the hooks
+    report it, and a later pass retries."""
+    return _scan(home, sessions, read_marks(home))[0]
 
 
 def link_for(entries: list[Recalled], time: datetime | None) -> str | None:
@@ -354,15 +449,25 @@ def catch_up(home: Path, *, allow: frozenset[str], slot: int = 0, wait: bool = F
     """Append every harness segment banked but not yet in its session (``pending``);
     the sessions changed, for the index pass that follows. Without ``wait`` it does
     nothing while an import holds the lock (the next pass will)."""
-    if not pending(home):
+    marks = read_marks(home)
+    todo, caught, banked = _scan(home, None, marks)
+    if not todo:
+        _write_marks(home, marks, caught, banked)
         return []
     changed: list[str] = []
     with transcripts_lock(home, wait_s=None if wait else 0.0) as held:
         if not held:
+            _write_marks(home, marks, caught, banked)
             return []
-        for p in pending(home):  # again, under the lock
-            appender = _Appender(home, p.session, allow=allow, slot=slot)
-            for name in p.segments:
-                appender.segment(name)
-            changed.append(p.session)
+        todo, caught, banked = _scan(home, None, marks)  # again, under the lock
+        try:
+            for p in todo:
+                appender = _Appender(home, p.session, allow=allow, slot=slot)
+                for name in p.segments:
+                    appender.segment(name)  # recorded (fsynced) before it returns
+                changed.append(p.session)
+                if p.state is not None:
+                    caught[p.session] = p.state  # the ledger as read: every window in
+        finally:
+            _write_marks(home, marks, caught, banked)  # what was done stands, failure or not
     return changed

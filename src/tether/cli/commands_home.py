@@ -32,12 +32,10 @@ def init_cmd(ctx: Context) -> None:
 
 def _home_owner(ctx: Context) -> Owner:
     """The home's owner, made with this machine's zone when there is none yet."""
-    from tether.daemon.compose import machine_zone
-    from tether.sweep import owners
+    from tether.sweep.owners import home_owner
 
     with ctx.sweep_store() as store:
-        owners.ensure_default(store, ctx.now(), zone=machine_zone())
-        return owners.get(store, owners.DEFAULT_OWNER)
+        return home_owner(store, ctx.now())
 
 
 def _context_warning(ctx: Context) -> None:

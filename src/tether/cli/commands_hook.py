@@ -8,7 +8,6 @@ its work to a detached child (the harness gives SessionEnd little time) unless `
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tether.cli.context import Context, counted, pass_ctx
+from tether.cli.install import CODEX_NOTE, explicit_home, project_dir
 
 if TYPE_CHECKING:  # the hook's start-up loads what it uses, when it uses it
     from tether.checkpoint.hooks import HookSetting
@@ -240,29 +240,6 @@ def codex_session_end(ctx: Context, wait: bool) -> None:
 # -- install ---------------------------------------------------------------------------
 
 
-def explicit_home(ctx: Context) -> Path | None:
-    """The home to name in a harness's settings: None when it is the default one (no
-    ``--home``, no ``TETHER_HOME``: the harness's environment may not have it)."""
-    if ctx.home_option is None and not os.environ.get("TETHER_HOME"):
-        return None
-    return ctx.home
-
-
-def project_dir(project: str | None, user: bool) -> Path | None:
-    """The project folder (default: this one), or None for the user scope."""
-    from tether.errors import BadInputError
-
-    if project and user:
-        raise BadInputError("--project and --user name different files: give one")
-    return None if user else Path(project or ".").absolute()
-
-
-CODEX_NOTE = (
-    "codex: Codex runs a new hook once you trust it (its /hooks); a Codex from before hooks "
-    "were on by default also needs `[features] hooks = true` in its config.toml"
-)
-
-
 @hook_group.command("install")
 @click.option(
     "--harness", type=click.Choice(["claude-code", "codex"]), required=True, help="Which harness."
@@ -405,8 +382,8 @@ def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: boo
 
 def _index_and_embed(ctx: Context) -> int | None:
     """What ingest put in sessions, indexed and embedded (vectors on), with the meter."""
-    from tether.cli.commands_recall import warn_unindexed
     from tether.cli.embedding import embed_added
+    from tether.cli.indexing import warn_unindexed
     from tether.cli.progress import terminal_meter
     from tether.memory.indexer import index_home
 

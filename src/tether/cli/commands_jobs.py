@@ -8,10 +8,7 @@ from typing import Any
 import click
 
 from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
-from tether.core.cron import next_due
-from tether.core.scheduling import last_records
-from tether.scheduler.jobs import JobFileError, job_paths, jobs_dir, load_job, load_jobs
-from tether.scheduler.ledger import RunLedger
+from tether.scheduler.jobs import jobs_dir, load_jobs
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -31,23 +28,21 @@ def jobs_list(ctx: Context, as_json: bool) -> None:
 
     An invalid file is listed with its error (the daemon would refuse to start).
     """
+    from tether.scheduler.listing import job_listing
+
     home = ctx.home
-    now = ctx.now()
-    last = last_records(RunLedger(home).read())
     rows: list[dict[str, Any]] = []
-    for path in job_paths(home):
-        try:
-            job = load_job(path)
-        except JobFileError as exc:
-            rows.append({"name": path.stem, "path": str(path), "error": exc.problem})
+    for job in job_listing(home, ctx.now()):
+        if job.error is not None:
+            rows.append({"name": job.name, "path": str(job.path), "error": job.error})
             continue
-        run = last.get(job.name)
+        run = job.last_run
         rows.append(
             {
                 "name": job.name,
-                "path": str(path),
-                "schedule": job.schedule.text,
-                "next_run": _iso(next_due(job.schedule, now)),
+                "path": str(job.path),
+                "schedule": job.schedule,
+                "next_run": _iso(job.next_run),
                 "last_run": None
                 if run is None
                 else {"time": _iso(run.time), "session": run.session, "status": run.status},

@@ -21,7 +21,7 @@ from tether.cli.context import (
     utc_stamp,
 )
 from tether.cli.progress import terminal_meter
-from tether.memory.identity import Identity
+from tether.memory.identity import Identity, entry_lines
 from tether.memory.notes import write_note
 from tether.records import JournalEntry
 from tether.scan.allow import ALLOW_FILE, home_allow
@@ -112,10 +112,10 @@ def add_cmd(ctx: Context, text: str, redact: bool) -> None:
     TEXT holding a secret (an API key, a private key, a password assignment) is refused
     unless --redact is given."""
     screened = ctx.screen(text, what="identity entry", redact=redact)
-    lines = [line for line in screened.text.splitlines() if line.strip()]
-    if len(lines) > 1:  # an entry is one list item: joining the lines would change the text
+    lines = entry_lines(screened.text)
+    if lines > 1:
         raise click.BadParameter(
-            f"an identity entry is one line (this text has {len(lines)}); give one line, "
+            f"an identity entry is one line (this text has {lines}); give one line, "
             "or keep longer text in a note (tether memory note) or a page (tether page write)",
             param_hint="TEXT",
         )

@@ -12,15 +12,15 @@ null where the search does not say); with ``--sessions``, a list of ``{"session"
 ``--as-of DATE`` recalls as memory stood at the end of DATE (what was written later is
 left out, and "last week" is the week before DATE). When the index cannot catch up (a
 full disk), recall answers from what is indexed and says so. With vectors on, rows still
-without a vector are embedded first when they are few (``cli.embedding``), else recall
-is lexical and says so on stderr.
+without a vector are embedded first when they are few (``memory.readiness``, the rule MCP
+and the ui share), else recall is lexical and says so on stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -36,15 +36,12 @@ from tether.cli.context import (
     shown,
     utc_stamp,
 )
+from tether.cli.indexing import warn_unindexed
 from tether.cli.progress import terminal_meter
 from tether.errors import BadInputError, TetherError
-from tether.scan.allow import home_allow
 
 # Each command imports what it alone needs when it runs (see main.py's lazy tables).
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from tether.memory.indexer import IndexReport
     from tether.memory.recall import SessionHit
     from tether.memory.vectors import Vectors
     from tether.ports import Store, SweepStore
@@ -105,21 +102,6 @@ def session_json(found: SessionHit) -> dict[str, Any]:
     }
 
 
-def warn_unindexed(
-    errors: Sequence[tuple[str, str]], damaged: Sequence[tuple[str, str]] = ()
-) -> None:
-    """One stderr line per session an index pass had to leave out, and per malformed
-    line it read past (the session's other lines are indexed)."""
-    for sid, problem in errors:
-        click.echo(f"tether: warning: session {sid} not indexed: {shown(problem)}", err=True)
-    for sid, problem in damaged:
-        click.echo(
-            f"tether: warning: session {sid}: a malformed line was left out of the index: "
-            f"{shown(problem)} (runbook: session-log-corrupt)",
-            err=True,
-        )
-
-
 def _one_line(text: str, width: int = TEXT_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -155,40 +137,40 @@ def recall_cmd(
     as_of_text: str | None,
 ) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
-    from tether.checkpoint.recallable import Links
     from tether.cli.embedding import ready_for_recall
-    from tether.memory.recall import recall, recall_sessions
+    from tether.memory.recall import recall_sessions
+    from tether.recall.home import catch_up_for_recall, find
 
     home = ctx.home
     now, until = as_of(as_of_text, ctx.now())
     if by_session and (timeline or until is not None):
         raise BadInputError("--sessions ranks conversations: use it without --timeline, --as-of")
     with _recall_store(ctx) as store, _vectors(ctx) as vectors:
-        _catch_up_banked(ctx, best_effort=True)
-        report = _catch_up(home, store)
+        caught = catch_up_for_recall(home, store, slot=ctx.config().slots.main)
+        _warn_caught(caught.banked_error, caught.index_error)
         with terminal_meter() as meter:
             ready_for_recall(vectors, meter)  # a few rows embedded first, or a warning
         if by_session:
             sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
         else:
             with _sweep_reader(ctx) as sweep:
-                hits = recall(
+                found = find(
+                    home,
                     store,
                     query,
                     k,
-                    time=now,
-                    home=home,
                     sweep=sweep,
                     vectors=vectors,
+                    time=now,
                     until=until,
                     in_time_order=timeline,
                 )
-    warn_unindexed(report.errors, report.damaged)
+    warn_unindexed(caught.index.errors, caught.index.damaged)
     if by_session:
         _print_sessions(sessions, as_json)
         return
-    links = Links(home)
-    segments = [links.of(h.session, h.time) for h in hits]
+    hits = [f.hit for f in found]
+    segments = [f.link for f in found]
     if as_json:
         echo_json([hit_json(h, link) for h, link in zip(hits, segments, strict=True)])
         return
@@ -202,21 +184,19 @@ def recall_cmd(
         click.echo(f"{line}  {link}" if link else line)
 
 
-def _catch_up_banked(ctx: Context, *, wait: bool = False, best_effort: bool = False) -> None:
-    """Put in their sessions the windows the hooks banked but had no time to (see
-    ``checkpoint.recallable``), so the index pass that follows makes them recallable.
-    ``best_effort`` (recall): a failure (a full disk) is a warning, and recall answers
+def _warn_caught(banked: TetherError | None, index: TetherError | None) -> None:
+    """What the catch-up before recall could not do, one stderr line each: recall answers
     from what is indexed."""
-    from tether.checkpoint.recallable import catch_up
-
-    try:
-        catch_up(ctx.home, allow=home_allow(ctx.home), slot=ctx.config().slots.main, wait=wait)
-    except TetherError as exc:
-        if not best_effort:
-            raise
+    if banked is not None:
         click.echo(
             "tether: warning: banked windows could not be put in their sessions, recall "
-            f"answers from what is indexed: {shown(str(exc))}",
+            f"answers from what is indexed: {shown(str(banked))}",
+            err=True,
+        )
+    if index is not None:
+        click.echo(
+            f"tether: warning: the index could not catch up, recall answers from what is "
+            f"indexed: {shown(str(index))}",
             err=True,
         )
 
@@ -266,22 +246,6 @@ def _sweep_reader(ctx: Context) -> Iterator[SweepStore | None]:
     yield sweep
 
 
-def _catch_up(home: Path, store: Store) -> IndexReport:
-    """Recall's index pass first; when it fails (a full disk, an unwritable store),
-    recall answers from what is indexed and says so on stderr."""
-    from tether.memory.indexer import IndexReport, index_home
-
-    try:
-        return index_home(home, store)
-    except TetherError as exc:
-        click.echo(
-            f"tether: warning: the index could not catch up, recall answers from what is "
-            f"indexed: {shown(str(exc))}",
-            err=True,
-        )
-        return IndexReport()
-
-
 @contextlib.contextmanager
 def _vectors(ctx: Context) -> Iterator[Vectors | None]:
     """Recall's vectors as ``[recall] vectors`` says (None: lexical); the store must be
@@ -313,15 +277,14 @@ def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
     With --vectors: bring the index up to date, then embed every row without a vector
     from the current model (after a model change, all of them); a killed run resumes.
     """
-    from tether.memory.indexer import reindex
+    from tether.recall.home import rebuild
 
     if vectors_only:
         _reindex_vectors(ctx, as_json)
         return
 
     with ctx.store() as store, terminal_meter() as meter:
-        _catch_up_banked(ctx, wait=True)
-        report = reindex(ctx.home, store, meter=meter)
+        report = rebuild(ctx.home, store, slot=ctx.config().slots.main, meter=meter)
     if as_json:
         echo_json(
             {

@@ -12,8 +12,7 @@ import click
 import msgspec
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx, shown, utc_stamp
-from tether.core.extraction import folder_name
-from tether.errors import BadInputError, TetherError
+from tether.errors import TetherError
 from tether.records import (
     Assistant,
     EpochEnd,
@@ -173,12 +172,6 @@ def session_show(
             click.echo(f"  {line}")
 
 
-def _meta(ctx: Context, session_id: str) -> SessionMeta:
-    Session.open(ctx.home, session_id)  # an unknown or malformed id exits 2
-    with ctx.store() as store:
-        return store.session_meta(session_id) or SessionMeta(session=session_id)
-
-
 @session_group.command("discard")
 @click.argument("session_id", metavar="ID")
 @click.option("--undo", is_flag=True, help="Take the discard back.")
@@ -186,10 +179,9 @@ def _meta(ctx: Context, session_id: str) -> SessionMeta:
 def session_discard(ctx: Context, session_id: str, undo: bool) -> None:
     """Discard a session from the daily sweep: its days are swept without it (the log
     and its recall stay). ``--undo`` takes it back for days not yet swept."""
-    meta = _meta(ctx, session_id)
-    when = None if undo else (meta.discarded_at or ctx.now())
-    with ctx.store() as store:
-        store.put_session_meta(msgspec.structs.replace(meta, discarded_at=when))
+    from tether.sweep.marks import discard
+
+    discard(ctx.home, ctx.store, session_id, undo=undo, time=ctx.now())
     click.echo(f"session {session_id} {'kept for' if undo else 'discarded from'} the sweep")
 
 
@@ -200,15 +192,10 @@ def session_discard(ctx: Context, session_id: str, undo: bool) -> None:
 def session_folder(ctx: Context, session_id: str, name: str) -> None:
     """File a session under folder NAME (1 to 64 characters, no '/'). A folder the owner
     sets always wins: the sweep never refiles it."""
-    folder = folder_name(name)
-    if folder is None or folder != name.strip():
-        raise BadInputError(
-            f"folder {name!r}: expected 1 to 64 printable characters, single spaces, no '/'"
-        )
-    meta = _meta(ctx, session_id)
-    with ctx.store() as store:
-        store.put_session_meta(msgspec.structs.replace(meta, folder=folder, folder_by="owner"))
-    click.echo(f"session {session_id} filed under {folder!r}")
+    from tether.sweep.marks import file_under
+
+    done = file_under(ctx.home, ctx.store, session_id, name)
+    click.echo(f"session {session_id} filed under {done.folder!r}")
 
 
 @session_group.command("compact")
@@ -218,7 +205,7 @@ def session_folder(ctx: Context, session_id: str, name: str) -> None:
 def session_compact(ctx: Context, session_id: str, as_json: bool) -> None:
     """Compact a session now (the owner's /compact): bank its window, summarise it on the
     background slot, and start its next epoch. Waits for a turn in flight."""
-    from tether.cli.commands_agent import open_backend
+    from tether.cli.backend import open_backend
 
     with open_backend(ctx) as backend:
         reply = backend.compact(session_id)

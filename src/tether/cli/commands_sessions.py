@@ -12,9 +12,9 @@ from typing import BinaryIO
 
 import click
 
-from tether.cli.commands_recall import warn_unindexed
 from tether.cli.context import Context, counted, pass_ctx, utc_stamp
 from tether.cli.embedding import embed_added, embedded_words
+from tether.cli.indexing import warn_unindexed
 from tether.cli.progress import terminal_meter
 from tether.errors import BadInputError, TetherError
 from tether.files import MAX_LINE_BYTES

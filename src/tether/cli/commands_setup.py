@@ -11,8 +11,8 @@ import shlex
 
 import click
 
-from tether.cli.commands_hook import CODEX_NOTE, explicit_home, project_dir
 from tether.cli.context import Context, pass_ctx
+from tether.cli.install import CODEX_NOTE, explicit_home, project_dir
 
 
 @click.group("setup")

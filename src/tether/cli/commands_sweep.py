@@ -8,7 +8,6 @@ runner's, built in ``daemon.compose``).
 from __future__ import annotations
 
 import os
-from collections import Counter
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,16 @@ from tether.core.sweep.errors import TimezoneChangedError
 from tether.core.sweep.state import Fact, JournalRow, Owner
 from tether.core.sweep.windows import parse_date, window_for
 from tether.errors import BadInputError, NotFoundError
-from tether.ports import ModelStages, SweepStore
-from tether.sweep import cursor, owners, stuck
+from tether.ports import SweepStore
+from tether.sweep import owners, stuck
 from tether.sweep.runner import report_json
-from tether.sweep.stage import FileStages
+from tether.sweep.status import (
+    OwnerStatus,
+    owner_facts,
+    owner_journal,
+    reconcile_owner,
+    waits_for_reconcile,
+)
 
 
 def _home(ctx: Context) -> Path:
@@ -99,10 +104,9 @@ def owner_set_tz(ctx: Context, owner_id: str, tz: str) -> None:
     """Change an owner's zone (after a completed day, `sweep reconcile` must follow)."""
     with sweep_store(ctx) as store:
         row = owners.set_timezone(store, owners.owner_id(owner_id), tz)
-        with store.transaction(write=False) as tx:
-            cur = tx.cursor(row.id)
+        waits = waits_for_reconcile(store, row)
     click.echo(f"owner {row.id} now in {row.timezone_name}")
-    if cur is not None and cur.timezone_name != row.timezone_name:
+    if waits:
         click.echo(f"the sweep waits for `tether sweep reconcile {row.id}`")
 
 
@@ -248,74 +252,59 @@ def _worker_config(ctx: Context, path: Path | None, *, url_given: bool) -> Confi
     return Config()
 
 
-def _stage_sources(ctx: Context, store: SweepStore) -> list[tuple[str, ModelStages]]:
-    """Where the model pass's marks are: the home's files, and a sweep worker's table when
-    the store is PostgreSQL."""
-    sources: list[tuple[str, ModelStages]] = [("files", FileStages(ctx.home))]
-    table = getattr(store, "model_stages", None)
-    if table is not None:
-        sources.append(("store", table()))
-    return sources
-
-
 @sweep_group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @pass_ctx
 def sweep_status(ctx: Context, as_json: bool) -> None:
     """Switches, and per owner: zone, cursor, receipts, facts, and each stuck day (a
     model invocation busy, stalled, abandoned or failed) with its holder and lease."""
+    from tether.sweep.status import status
+
     config = ctx.config().sweep
-    rows: list[dict[str, Any]] = []
-    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
-        sources = _stage_sources(ctx, store)
-        for o in tx.owners():
-            cur = tx.cursor(o.id)
-            states = Counter(r.state for r in tx.receipts(o.id))
-            held = [
-                msgspec.to_builtins(row)
-                for where, stages in sources
-                for row, _ in stuck.days(stages, where, o.id, cur)
-            ]
-            rows.append(
-                {
-                    **owner_json(o),
-                    "cursor": None
-                    if cur is None
-                    else {
-                        "local_date": cur.local_date.isoformat(),
-                        "timezone": cur.timezone_name,
-                        "window_id": cur.window_id,
-                        "start_utc": cur.window_start_utc.isoformat(),
-                        "end_utc": cur.window_end_utc.isoformat(),
-                    },
-                    "needs_reconciliation": cur is not None
-                    and cur.timezone_name != o.timezone_name,
-                    "receipts_pending": states["pending"],
-                    "receipts_committed": states["committed"],
-                    "facts": len(tx.facts(o.id)),
-                    "stuck": held,
-                }
-            )
-    doc = {
-        "enabled": config.enabled,
-        "kill_switch": config.kill_switch,
-        "open": config.enabled and not config.kill_switch,
-        "owners": rows,
-    }
+    with sweep_store(ctx) as store:
+        done = status(ctx.home, config, store)
     if as_json:
-        echo_json(doc)
-        return
-    state = "open" if doc["open"] else ("killed" if config.kill_switch else "closed")
-    click.echo(f"sweep {state}")
-    for r in rows:
-        day = r["cursor"]["local_date"] if r["cursor"] else "-"
-        flag = "  needs reconcile" if r["needs_reconciliation"] else ""
-        click.echo(
-            f"{r['id']:<24} {r['timezone']:<24} done to {day}  pending {r['receipts_pending']}"
-            f"  facts {r['facts']}{' deleted' if r['deleted'] else ''}{flag}"
+        echo_json(
+            {
+                "enabled": done.enabled,
+                "kill_switch": done.kill_switch,
+                "open": done.open,
+                "owners": [_owner_status_json(o) for o in done.owners],
+            }
         )
-        for day in r["stuck"]:
-            click.echo(stuck.describe(msgspec.convert(day, stuck.StuckDay)))
+        return
+    click.echo(f"sweep {done.state}")
+    for o in done.owners:
+        day = o.cursor.local_date.isoformat() if o.cursor else "-"
+        flag = "  needs reconcile" if o.needs_reconciliation else ""
+        click.echo(
+            f"{o.owner.id:<24} {o.owner.timezone_name:<24} done to {day}  pending "
+            f"{o.receipts_pending}  facts {o.facts}"
+            f"{' deleted' if o.owner.deleted_at is not None else ''}{flag}"
+        )
+        for row in o.stuck:
+            click.echo(stuck.describe(row))
+
+
+def _owner_status_json(o: OwnerStatus) -> dict[str, Any]:
+    cur = o.cursor
+    return {
+        **owner_json(o.owner),
+        "cursor": None
+        if cur is None
+        else {
+            "local_date": cur.local_date.isoformat(),
+            "timezone": cur.timezone_name,
+            "window_id": cur.window_id,
+            "start_utc": cur.window_start_utc.isoformat(),
+            "end_utc": cur.window_end_utc.isoformat(),
+        },
+        "needs_reconciliation": o.needs_reconciliation,
+        "receipts_pending": o.receipts_pending,
+        "receipts_committed": o.receipts_committed,
+        "facts": o.facts,
+        "stuck": [msgspec.to_builtins(row) for row in o.stuck],
+    }
 
 
 def _json_field(text: str) -> Any:
@@ -363,9 +352,8 @@ def journal_row_json(j: JournalRow) -> dict[str, Any]:
 @pass_ctx
 def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
     """The canonical facts the sweep holds for OWNER (recall finds the active ones)."""
-    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
-        owner = owners.held(tx, owners.owner_id(owner_id))
-        facts = tx.facts(owner.id)
+    with sweep_store(ctx) as store:
+        owner, facts = owner_facts(store, owners.owner_id(owner_id))
     if as_json:
         echo_json([fact_json(f) for f in facts])
         return
@@ -390,9 +378,8 @@ def sweep_facts(ctx: Context, owner_id: str, as_json: bool) -> None:
 @pass_ctx
 def sweep_journal(ctx: Context, owner_id: str, limit: int | None, as_json: bool) -> None:
     """Every canonical write the sweep made for OWNER, oldest first, with its provenance."""
-    with sweep_store(ctx) as store, store.transaction(write=False) as tx:
-        owner = owners.held(tx, owners.owner_id(owner_id))
-        rows = tx.journal(owner.id)
+    with sweep_store(ctx) as store:
+        owner, rows = owner_journal(store, owners.owner_id(owner_id))
     if limit is not None:
         rows = rows[-limit:]
     if as_json:
@@ -423,12 +410,8 @@ def sweep_reconcile(ctx: Context, owner_id: str, day: str | None, as_json: bool)
     only = None if day is None else parse_date(day)
     oid = owners.owner_id(owner_id)
     with sweep_store(ctx) as store:
-        zone = None if only is not None else cursor.reconcile(store, oid, ctx.now())
-        with store.transaction(write=False) as tx:
-            owners.held(tx, oid)
-            cur = tx.cursor(oid)
-        days = stuck.reopen(_stage_sources(ctx, store), oid, cur, only)
-    left = [d for d in days if d.action == "left"]
+        done = reconcile_owner(ctx.home, store, oid, ctx.now(), only)
+    zone, days, left = done.zone, done.days, done.left
     if as_json:
         echo_json(
             {

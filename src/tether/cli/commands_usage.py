@@ -32,32 +32,21 @@ def usage_cmd(ctx: Context, since: str | None, by: str, as_json: bool) -> None:
     telemetry/model_calls.jsonl (every call, ok or failed: the failed column). Days are the
     owner's local days; cost uses [budget] usd_per_mtok_*.
     """
-    from zoneinfo import ZoneInfo
-
-    from tether.core.budget import Prices
     from tether.core.sweep.windows import parse_date
-    from tether.core.usage import report
-    from tether.daemon.compose import home_zone
-    from tether.extract.calls import read_calls
-    from tether.sessions.usage import logged_usage
+    from tether.usage.report import usage
 
     first = parse_date(since) if since is not None else None
     config = ctx.config()
-    with ctx.sweep_reader() as sweep:
-        zone_name = home_zone(sweep)
-    with ctx.store() as store:
-        ledger = store.budget_rows(first.isoformat() if first else None)
-    b = config.budget
-    done = report(
-        logged_usage(ctx.home),
-        ledger,
-        zone=ZoneInfo(zone_name),
-        prices=Prices(b.usd_per_mtok_in, b.usd_per_mtok_out, b.usd_per_mtok_cached),
-        by=by,  # type: ignore[arg-type]  # click.Choice checked it
-        since=first,
-        main_slot=config.slots.main,
-        calls=read_calls(ctx.home),
-    )
+    with ctx.sweep_reader() as sweep, ctx.store() as store:
+        found = usage(
+            ctx.home,
+            config,
+            store,
+            sweep,
+            by=by,  # type: ignore[arg-type]  # click.Choice checked it
+            since=first,
+        )
+    zone_name, done = found.zone, found.report
     if as_json:
         echo_json(
             {

@@ -6,10 +6,9 @@ silently lexical.
   rows embedded, or None when vectors are off (``[recall] vectors``, or the extra absent
   under "auto"). A failure (the model's file damaged, a full disk) is one warning: the
   rows are imported, and recall says it is lexical for them.
-- ``ready_for_recall``: ``memory recall``'s step before it searches. With up to
-  ``RECALL_EMBED_ROWS`` rows missing a vector (what a hook's window out of time left:
-  about 3 s on two cores, model load included) they are embedded first; with more, recall
-  answers lexically and says so once on stderr, naming the fix.
+- ``ready_for_recall``: ``memory recall``'s step before it searches: the rule every
+  recall front end shares (``memory.readiness``: up to ``RECALL_EMBED_ROWS`` missing rows
+  embedded first, else lexical), its notice printed once on stderr.
 - ``embed_within``: the hooks' step after indexing a banked window: embed while the
   deadline leaves time for another batch (keeping ``RESERVE_S``); "embedded", "deferred"
   (left for the next recall), "off", or "error" for the hook's telemetry.
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
     from tether.memory.vectors import Vectors
     from tether.ports import Progress
 
-#: The most rows ``memory recall`` embeds before it answers (64-70 rows/s on two cores:
-#: about 3 s); with more missing it answers lexically and warns.
-RECALL_EMBED_ROWS = 200
 #: What the hooks count on to load the model (~0.55 s here) before they start.
 LOAD_S = 0.6
 #: Where a test fills the disk between an import's indexing and its embedding.
@@ -77,30 +73,13 @@ def embedded_words(embedded: int | None) -> str:
 
 
 def ready_for_recall(vectors: Vectors | None, meter: Progress | None) -> None:
-    """Embed a few missing rows before recall searches, or warn that it is lexical."""
-    from tether.memory.vectors import embed_missing
+    """Embed a few missing rows before recall searches (``memory.readiness``), or warn
+    once on stderr that it is lexical."""
+    from tether.memory.readiness import ready_for_recall as ready
 
-    if vectors is None:
-        return
-    counts = vectors.refresh()
-    missing = counts.total - counts.done
-    if missing <= 0:
-        return
-    if missing <= RECALL_EMBED_ROWS:
-        try:
-            embed_missing(vectors, progress=meter)
-        except (TetherError, OSError) as exc:
-            click.echo(
-                f"tether: warning: recall is lexical: {counted(missing, 'row')} could not be "
-                f"embedded: {shown(str(exc))} (run `tether memory reindex --vectors`)",
-                err=True,
-            )
-        return
-    click.echo(
-        f"tether: warning: recall is lexical: {counted(missing, 'row')} of {counts.total} "
-        "have no vector yet; run `tether memory reindex --vectors` (the daemon also catches up)",
-        err=True,
-    )
+    notice = ready(vectors, progress=meter).notice
+    if notice is not None:
+        click.echo(f"tether: warning: {shown(notice)}", err=True)
 
 
 def embed_within(home: Path, config: Config, left: Callable[[], float], reserve: float) -> str:

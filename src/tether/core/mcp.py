@@ -170,48 +170,54 @@ def first_line(text: str, limit: int = LINE_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _shape(hits: Sequence[CompactHit], left_out: int) -> dict[str, Any]:
-    return {
+def _shape(hits: Sequence[CompactHit], left_out: int, notice: str | None) -> dict[str, Any]:
+    shape: dict[str, Any] = {
         "hits": [{k: v for k, v in vars(h).items() if v is not None or k == "time"} for h in hits],
         "left_out": left_out,
     }
+    if notice is not None:  # only when there is something to say: the key is then new
+        shape["notice"] = notice
+    return shape
 
 
-def render(hits: Sequence[CompactHit], left_out: int) -> str:
-    """The JSON text the ``recall`` tool returns."""
-    return msgspec.json.encode(_shape(hits, left_out)).decode()
+def render(hits: Sequence[CompactHit], left_out: int, notice: str | None = None) -> str:
+    """The JSON text the ``recall`` tool returns; ``notice``: one line the client should
+    know about the search itself (that it was lexical, and why)."""
+    return msgspec.json.encode(_shape(hits, left_out, notice)).decode()
 
 
-def cost(hits: Sequence[CompactHit], left_out: int) -> int:
-    """Tokens of ``render(hits, left_out)``."""
-    return tokens.count(render(hits, left_out))
+def cost(hits: Sequence[CompactHit], left_out: int, notice: str | None = None) -> int:
+    """Tokens of ``render(hits, left_out, notice)``."""
+    return tokens.count(render(hits, left_out, notice))
 
 
-def pack(hits: Sequence[CompactHit], budget: int) -> tuple[list[CompactHit], int]:
-    """The longest prefix of ``hits`` whose rendering fits ``budget`` tokens, and how
-    many were left out. When not even the first hit fits whole, its text is cut to fit
-    (and it is left out if even an empty text does not)."""
+def pack(
+    hits: Sequence[CompactHit], budget: int, notice: str | None = None
+) -> tuple[list[CompactHit], int]:
+    """The longest prefix of ``hits`` whose rendering (``notice`` included) fits
+    ``budget`` tokens, and how many were left out. When not even the first hit fits
+    whole, its text is cut to fit (and it is left out if even an empty text does not)."""
     kept: list[CompactHit] = []
     for i, hit in enumerate(hits):
         rest = len(hits) - i - 1
-        if cost([*kept, hit], rest) <= budget:
+        if cost([*kept, hit], rest, notice) <= budget:
             kept.append(hit)
             continue
         if not kept:
-            cut = _cut_to_fit(hit, rest, budget)
+            cut = _cut_to_fit(hit, rest, budget, notice)
             if cut is not None:
                 return [cut], rest
         return kept, len(hits) - len(kept)
     return kept, 0
 
 
-def _cut_to_fit(hit: CompactHit, rest: int, budget: int) -> CompactHit | None:
+def _cut_to_fit(hit: CompactHit, rest: int, budget: int, notice: str | None) -> CompactHit | None:
     lo, hi = 0, len(hit.text)  # the longest prefix that fits, by bisection
-    if cost([replace(hit, text="")], rest) > budget:
+    if cost([replace(hit, text="")], rest, notice) > budget:
         return None
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if cost([replace(hit, text=hit.text[:mid])], rest) <= budget:
+        if cost([replace(hit, text=hit.text[:mid])], rest, notice) <= budget:
             lo = mid
         else:
             hi = mid - 1

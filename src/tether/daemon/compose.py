@@ -6,11 +6,10 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import anyio.from_thread
@@ -19,16 +18,18 @@ import msgspec
 
 from tether.agent.budget import TELEMETRY_FILE as BUDGET_TELEMETRY
 from tether.agent.budget import BudgetGate
+from tether.agent.metered import Meter, MeteredLlm
 from tether.agent.turn import Agent
 from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
-from tether.core.sweep.windows import zone as named_zone
+from tether.core.scheduling import Priority
 from tether.daemon.app import App, FixedClock
-from tether.daemon.harvest import GatedLlm, HarvestQueue
+from tether.daemon.harvest import HarvestQueue
+from tether.daemon.recallable import CatchUp
 from tether.daemon.vectors import VectorIndexer
 from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
-from tether.extract.calls import CountedLlm
+from tether.extract.calls import CallLog
 from tether.extract.extractor import Extractor
 from tether.llm.gguf import planned_n_ctx
 from tether.llm.llama_server import LlamaServerClient
@@ -41,6 +42,7 @@ from tether.scheduler import Job, Scheduler
 from tether.sweep import owners as sweep_owners
 from tether.sweep.model import Call, ModelProducer
 from tether.sweep.onboarding import OnboardingProducer
+from tether.sweep.owners import home_zone
 from tether.sweep.producer import StagingPacketReader
 from tether.sweep.runner import Runner, RunReport, members
 from tether.sweep.stage import FileStages, lease_for
@@ -59,36 +61,6 @@ def build_llm(config: Config) -> Llm:
 
         return EmbeddedLlm.from_config(config)
     raise BadInputError(f"unknown llm.backend {cfg.backend!r}")
-
-
-def machine_zone() -> str:
-    """This machine's IANA zone: ``$TZ`` when it names one, else what ``/etc/localtime``
-    links to, else ``/etc/timezone``, else UTC."""
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    with contextlib.suppress(OSError):
-        target = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in target:
-            candidates.append(target.split("zoneinfo/", 1)[1])
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        candidates.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
-    for name in candidates:
-        if name:
-            with contextlib.suppress(TetherError):
-                named_zone(name)
-                return name
-    return "UTC"
-
-
-def home_zone(sweep: SweepStore | None) -> str:
-    """The zone whose local day the budgets count in: the home owner's (the sweep's owner
-    ``owner``, set with ``tether owner set-tz``), else the machine's."""
-    if sweep is not None:
-        try:
-            owner = sweep_owners.get(sweep, sweep_owners.DEFAULT_OWNER)
-        except TetherError:  # no owner yet, or a store the sweep never ran in
-            return machine_zone()
-        return owner.timezone_name
-    return machine_zone()
 
 
 def home_facts(sweep: SweepStore, home: Path) -> list[BlockFact]:
@@ -229,7 +201,7 @@ def sweep_runner(
                     llm,
                     slot=config.slots.background,
                     form=ex.resolved_form(config.llm),
-                    on_malformed=llm.malformed if isinstance(llm, CountedLlm) else None,
+                    on_malformed=llm.malformed if isinstance(llm, MeteredLlm) else None,
                 ),
                 config=config.sweep,
                 clock=(clock or app.clock).now,
@@ -276,35 +248,6 @@ def worker_runner(
         claimant=claimant,
         lease=lease,
     )
-
-
-def sweep_call(
-    llm: Llm,
-    run: Callable[[Callable[[], Coroutine[Any, Any, Completion]]], Completion],
-    budget: BudgetGate | None,
-    default_max_tokens: int,
-) -> Call:
-    """A synchronous model call for the sweep's producer: ``run`` carries it to the event
-    loop (a blocking portal, or ``anyio.from_thread.run`` from the daemon's worker thread),
-    and ``[budget.sweep]`` reserves its bound first and settles what it used."""
-
-    def call(request: CompletionRequest) -> Completion:
-        reservation = None
-        if budget is not None:
-            reservation = budget.reserve(
-                "sweep", "sweep", budget.bound(request, default_max_tokens)
-            )
-        try:
-            completion = run(lambda: llm.complete(request))
-        except BaseException:
-            if reservation is not None and budget is not None:
-                budget.settle(reservation, None)
-            raise
-        if reservation is not None and budget is not None:
-            budget.settle(reservation, completion)
-        return completion
-
-    return call
 
 
 class AbsentLlm:
@@ -356,10 +299,17 @@ def run_sweep(
         with anyio.from_thread.start_blocking_portal() as portal:
             try:
                 budget = app.budget()  # its settles written when the app closes
-                counted = CountedLlm(model, home, "sweep", now=app.now, gated=budget.gated("sweep"))
-                call = sweep_call(counted, portal.call, budget, config.llm.max_tokens)
+                # One process, nothing else on the slots: metered with no slot gate.
+                metered = MeteredLlm(
+                    model,
+                    Meter(budget, None, config.llm.max_tokens),
+                    "sweep",
+                    priority=Priority.SWEEP,
+                    calls=CallLog(home, "sweep", now=app.now),
+                )
+                call = metered.blocking(portal.call)
                 with sweep_runner(
-                    home, config, main=main, call=call, llm=counted, app=app
+                    home, config, main=main, call=call, llm=metered, app=app
                 ) as runner:
                     sweep_owners.ensure_default(runner.store, now)
                     for o in owners or ():
@@ -379,21 +329,13 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
     sweep = runtime.app.sweep()  # migrated; the runtime's app closes it
     sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
     slot = runtime.config.slots.background
-    llm = GatedLlm(
-        runtime.llm,
-        runtime.agent.gates,
-        slot,
-        runtime.agent.budget,
-        runtime.config.llm.max_tokens,
-    )
     config = runtime.config
-    budget = runtime.agent.budget
-    counted = CountedLlm(
-        llm,
-        home,
+    counted = MeteredLlm(
+        runtime.llm,
+        runtime.agent.meter,
         "harvest",
-        now=runtime.agent.clock.now,
-        gated=budget is not None and budget.gated("harvest"),
+        priority=Priority.TOOL_SUMMARY,
+        calls=CallLog(home, "harvest", now=runtime.agent.clock.now),
     )
     extractor = Extractor(
         counted,
@@ -416,12 +358,14 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
         mode=config.extract.resolved_mode(config.llm),
         chunk_chars=config.extract.resolved_chunk_chars(config.llm),
     )
-    yield HarvestQueue(home, harvester, runtime.agent.clock)
+    catch_up = CatchUp(home, runtime.store, runtime.vectors, slot=config.slots.main)
+    yield HarvestQueue(home, harvester, runtime.agent.clock, recallable=catch_up)
 
 
 async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) -> Harvested:
     """One segment's harvest in this process (``tether transcripts ingest --facts``): the
-    configured model on the background slot, no daemon needed; never gated by
+    configured model on the background slot, no daemon needed, its calls metered as the
+    daemon's harvest's are (``[budget.harvest]``, the call log); never gated by
     ``auto_writeback`` when ``lane`` is ingest. With ``[extract] mode`` extractive, or no
     model to load (the extra missing, no GGUF), the extractive path alone, saying why."""
     ex = config.extract
@@ -440,8 +384,15 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
         sweep_owners.ensure_default(sweep, clock.now())
         slot = config.slots.background
         extractor = None
+        budget = app.budget()  # its settles written when the app closes
         if llm is not None:
-            counted = CountedLlm(llm, home, "harvest", now=clock.now)
+            counted = MeteredLlm(
+                llm,
+                Meter(budget, None, config.llm.max_tokens),
+                "harvest",
+                priority=Priority.TOOL_SUMMARY,
+                calls=CallLog(home, "harvest", now=clock.now),
+            )
             extractor = Extractor(
                 counted,
                 slot=slot,
@@ -462,7 +413,8 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
         )
         return await harvester.harvest(segment, lane=lane)
     finally:
-        await app.aclose()  # the model's client (when one was loaded), the stores
+        # the model's client (when one was loaded), the budget's settles, the stores
+        await app.aclose()
 
 
 def build_scheduler(runtime: Runtime, jobs: Sequence[Job]) -> Scheduler:

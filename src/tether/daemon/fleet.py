@@ -12,8 +12,13 @@ Days no backend staged get the home's model pass (``sweep.model.ModelProducer``)
 owner's main store, with the model from the worker's config (``[llm]``, on the
 background slot) and its stage in the store (``sweep_model_stage``), so a worker needs
 nothing but the URL and an endpoint. It has no home, so no allow-list: every secret the
-scanner finds is redacted. No ``[budget]`` gate either (that ledger is a home's); each
-day's ``[sweep] max_model_tokens`` / ``max_model_cost_usd`` ceiling still applies.
+scanner finds is redacted. Each model call is metered (``agent.metered``) into the owner's
+own spend ledger in its schema, as its home's sweep would be: ``tether usage`` of a home on
+that schema counts the worker's calls (each settled as it ends: no scheduler here writes
+a kept settle later), and ``[budget]`` of the worker's config applies to them (no caps
+unless it sets some); each day's ``[sweep] max_model_tokens`` /
+``max_model_cost_usd`` ceiling applies too. With no home there is no call log, so a
+worker's failed calls are in its report, not in ``tether usage``'s ``failed``.
 """
 
 from __future__ import annotations
@@ -23,10 +28,14 @@ import logging
 import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import anyio.from_thread
 
+from tether.agent.budget import BudgetGate
+from tether.agent.metered import Meter, MeteredLlm
 from tether.config import Config
+from tether.core.scheduling import Priority
 from tether.errors import TetherError
 from tether.extract.extractor import Extractor
 from tether.ports import ClaimingStore
@@ -66,21 +75,17 @@ def run_worker(
     """Sweep the owner-days of every owner schema in the database at ``url`` beside other
     workers, over one pool, until done (``once``) or ``stop`` is requested (a signal):
     then every claim, pending receipt and model mark this worker holds is handed back."""
-    from tether.daemon.compose import build_llm, sweep_call, worker_runner
+    from tether.daemon.compose import build_llm, worker_runner
+    from tether.sweep.owners import home_zone
 
     stop = stop or Stop()
     llm = build_llm(config)
     opened: dict[str, PostgresSweepStore] = {}
     mains: dict[str, PostgresStore] = {}
+    budgets: list[BudgetGate] = []
     with PgPool(url, max_size=pool_size, application_name=application_name()) as pool:
         try:
             with anyio.from_thread.start_blocking_portal() as portal:
-                plain = sweep_call(llm, portal.call, None, config.llm.max_tokens)
-
-                def call(request: CompletionRequest) -> Completion:
-                    with stop.interruptible():  # a stop ends a model call at once
-                        return plain(request)
-
                 ex = config.extract
                 extractor = Extractor(
                     llm, slot=config.slots.background, form=ex.resolved_form(config.llm)
@@ -94,6 +99,30 @@ def run_worker(
 
                 def runner_for(owner: str, store: ClaimingStore, lease: timedelta) -> Runner:
                     main = mains[owner] = PostgresStore(url, owner, migrate=False, pool=pool)
+                    budget = BudgetGate(
+                        config=config.budget,
+                        store=main,
+                        clock=_Clock(now),
+                        zone=ZoneInfo(home_zone(opened[owner])),
+                    )
+                    budgets.append(budget)
+                    metered = MeteredLlm(
+                        llm,
+                        Meter(budget, None, config.llm.max_tokens),
+                        "sweep",
+                        priority=Priority.SWEEP,
+                    )
+                    plain = metered.blocking(portal.call)
+
+                    def call(request: CompletionRequest) -> Completion:
+                        try:
+                            with stop.interruptible():  # a stop ends a model call at once
+                                return plain(request)
+                        finally:
+                            # No scheduler here writes a kept settle later, and the
+                            # owner's next call may be a day away: write it now.
+                            _flush(budget)
+
                     producer = ModelProducer(
                         stages=opened[owner].model_stages(),
                         store=main,
@@ -129,6 +158,8 @@ def run_worker(
             report = cancelled.report
             report.handed_back += _hand_back(opened, claimant)
         finally:
+            for budget in budgets:
+                _flush(budget)
             for main in mains.values():
                 main.close()
             for store in opened.values():
@@ -137,6 +168,25 @@ def run_worker(
         report.pool_max = stats.get("pool_max", pool_size)
         report.connections_opened = stats.get("connections_num", 0)
         return report
+
+
+class _Clock:
+    """The worker's clock (``now``) as the budget gate takes it."""
+
+    def __init__(self, now: Callable[[], datetime]) -> None:
+        self._now = now
+
+    def now(self) -> datetime:
+        return self._now()
+
+
+def _flush(budget: BudgetGate) -> None:
+    """Write what the owner's calls used; a store out of reach leaves them ``reserved``
+    at their bound (counted high, never low) and says so."""
+    try:
+        budget.flush()
+    except TetherError as exc:
+        log.warning("sweep worker: spend ledger not settled: %s", exc)
 
 
 class _Cancelled(Exception):

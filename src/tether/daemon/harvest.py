@@ -7,13 +7,18 @@ over ``corpus/``, and the background slot's gate around every extraction call.
   after the reply, one segment at a time, at most ``CAP`` waiting.
 - Each item gets ``ABORT_S``: past it the extraction is cancelled (``aborted``, retryable:
   the chunks done stay in the segment's progress file, and nothing half-written stands).
-- The extractor's calls go to ``[slots] background`` through the runtime's slot gates, at
-  the lowest background priority (a live turn or a compaction summary goes first), and
-  through ``[budget.harvest]`` when it caps them.
+- The extractor's calls are metered (``agent.metered``, built in ``compose.harvest_queue``):
+  ``[slots] background`` through the runtime's slot gates at the lowest background
+  priority (a live turn or a compaction summary goes first), and ``[budget.harvest]``; a
+  refusal is the harvest's outcome, and the maintenance pass retries the segment once the
+  day's budget frees up.
 - ``maintenance`` runs when serve starts and every ``MAINTENANCE_S``: receipts whose
   manifest publish failed are published, and every segment no receipt covers is queued
   (``lane`` maintenance) while there is room: a hook killed after its segment write, a
   daemon that was down, a harvest that failed all end here.
+- ``recallable`` (``daemon.recallable.CatchUp``) runs before each segment's harvest and
+  after each maintenance pass (so also when serve starts): banked windows into their
+  sessions, indexed, embedded.
 - Every outcome is a line of ``telemetry/heartbeat.jsonl`` (``event`` harvest); the first
   failure of each error name is logged on stderr.
 """
@@ -24,18 +29,15 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from tether.agent.budget import BudgetGate
-from tether.agent.locks import SlotGates
 from tether.checkpoint.bank import corpus_dir, ledger_path, parse_segment_link
 from tether.checkpoint.harvest import Harvested, Harvester
 from tether.checkpoint.telemetry import append_line
-from tether.core.scheduling import Priority
 from tether.errors import InvalidIdError
-from tether.ports import Clock, Llm
-from tether.records import Completion, CompletionRequest
+from tether.ports import Clock
 
 CAP = 8
 ABORT_S = 60.0
@@ -43,50 +45,20 @@ MAINTENANCE_S = 300.0
 log = logging.getLogger("tether.harvest")
 
 
-class GatedLlm:
-    """An ``Llm`` whose every call waits for the slot's gate (the background slot) and,
-    when ``[budget.harvest]`` caps it, reserves its bound first (a refusal raises
-    BudgetRefusedError: the harvest's outcome names it, and the maintenance pass retries
-    the segment once the day's budget frees up)."""
-
-    def __init__(
-        self,
-        llm: Llm,
-        gates: SlotGates,
-        slot: int,
-        budget: BudgetGate | None = None,
-        max_tokens: int = 1024,
-    ) -> None:
-        self.llm = llm
-        self.gates = gates
-        self.slot = slot
-        self.budget = budget
-        self.max_tokens = max_tokens
-
-    async def complete(self, request: CompletionRequest) -> Completion:
-        budget = self.budget
-        reservation = None
-        if budget is not None and budget.gated("harvest"):
-            bound = budget.bound(request, self.max_tokens)
-            reservation = await asyncio.to_thread(budget.reserve, "harvest", "harvest", bound)
-        completion: Completion | None = None
-        try:
-            async with self.gates.hold(self.slot, Priority.TOOL_SUMMARY):
-                completion = await self.llm.complete(request)
-            return completion
-        finally:
-            if budget is not None and reservation is not None:
-                await asyncio.to_thread(budget.settle, reservation, completion)
-
-    async def aclose(self) -> None:
-        """The runtime owns the backend and closes it."""
-
-
 class HarvestQueue:
     def __init__(
-        self, home: Path, harvester: Harvester, clock: Clock, *, abort_s: float = ABORT_S
+        self,
+        home: Path,
+        harvester: Harvester,
+        clock: Clock,
+        *,
+        abort_s: float = ABORT_S,
+        recallable: Callable[[Sequence[str]], object] | None = None,
     ) -> None:
         self.home = home
+        #: ``daemon.recallable.CatchUp``: a window the hook could not put in its session,
+        #: index or embed in time is, before its harvest and at each maintenance pass.
+        self.recallable = recallable
         self.harvester = harvester
         self.clock = clock
         self.abort_s = abort_s
@@ -152,6 +124,8 @@ class HarvestQueue:
                 self.maintenance()
             except Exception as exc:  # a pass that fails is tried again at the next one
                 log.warning("harvest maintenance failed: %s", type(exc).__name__)
+            if self.recallable is not None:  # it logs its own failures
+                await asyncio.to_thread(self.recallable, ())
             await asyncio.sleep(MAINTENANCE_S)
 
     async def _work(self) -> None:
@@ -169,6 +143,8 @@ class HarvestQueue:
                 self.running = None
 
     async def run_one(self, name: str, lane: str) -> Harvested:
+        if self.recallable is not None:  # it logs its own failures
+            await asyncio.to_thread(self.recallable, [name.split(".seg-", 1)[0]])
         try:
             out = await asyncio.wait_for(self.harvester.harvest(name, lane=lane), self.abort_s)
         except TimeoutError:

@@ -19,13 +19,11 @@ from datetime import datetime, timedelta
 import anyio.from_thread
 import anyio.to_thread
 
-from tether.agent.locks import SlotGates
+from tether.agent.metered import MeteredLlm
 from tether.core.scheduling import Priority
-from tether.daemon.compose import Runtime, sweep_call, sweep_runner
+from tether.daemon.compose import Runtime, sweep_runner
 from tether.errors import TetherError
-from tether.extract.calls import CountedLlm
-from tether.ports import Llm
-from tether.records import Completion, CompletionRequest
+from tether.extract.calls import CallLog
 from tether.sweep import owners as sweep_owners
 from tether.sweep.runner import RunReport
 
@@ -33,34 +31,17 @@ log = logging.getLogger("tether.sweep")
 TICK_S = 300.0
 
 
-class GatedLlm:
-    """The runtime's model, each call holding the background slot at ``Priority.SWEEP``."""
-
-    def __init__(self, llm: Llm, gates: SlotGates, slot: int) -> None:
-        self.llm = llm
-        self.gates = gates
-        self.slot = slot
-
-    async def complete(self, request: CompletionRequest) -> Completion:
-        async with self.gates.hold(self.slot, Priority.SWEEP):
-            return await self.llm.complete(request)
-
-    async def aclose(self) -> None:
-        """The runtime owns the model and closes it."""
-
-
 class SweepLoop:
     def __init__(self, runtime: Runtime, *, tick_s: float = TICK_S) -> None:
         self.runtime = runtime
         self.tick_s = tick_s
         agent = runtime.agent
-        budget = agent.budget
-        self.llm = CountedLlm(
-            GatedLlm(runtime.llm, agent.gates, runtime.config.slots.background),
-            runtime.home,
+        self.llm = MeteredLlm(
+            runtime.llm,
+            agent.meter,
             "sweep",
-            now=agent.clock.now,
-            gated=budget is not None and budget.gated("sweep"),
+            priority=Priority.SWEEP,
+            calls=CallLog(runtime.home, "sweep", now=agent.clock.now),
         )
         self._task: asyncio.Task[None] | None = None
 
@@ -78,9 +59,7 @@ class SweepLoop:
 
     def _run(self, now: datetime) -> RunReport:
         rt = self.runtime
-        call = sweep_call(
-            self.llm, anyio.from_thread.run, rt.agent.budget, rt.config.llm.max_tokens
-        )
+        call = self.llm.blocking(anyio.from_thread.run)
         settle = timedelta(seconds=rt.config.sweep.settle_s)
         with sweep_runner(rt.home, rt.config, main=rt.store, call=call, llm=self.llm) as runner:
             sweep_owners.ensure_default(runner.store, now)

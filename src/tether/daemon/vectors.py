@@ -64,8 +64,9 @@ def lexical_reason(home: Path, config: Config) -> str | None:
         counts = vectors.counts
         if not counts.complete:
             return (
-                f"recall is lexical: {counts.done} of {counts.total} rows have vectors;"
-                " run `tether memory reindex --vectors` (the daemon also catches up)"
+                f"recall is lexical: {counts.done} of {counts.total} rows have vectors"
+                f" ({counts.total - counts.done} without); run `tether memory reindex"
+                " --vectors` (the daemon also catches up)"
             )
         return None
     finally:

@@ -1,14 +1,15 @@
 """Every extraction model call, counted: ``<home>/telemetry/model_calls.jsonl``.
 
-``CountedLlm`` wraps the ``Llm`` the harvest and the sweep's model pass call through and
-appends one content-free line per call: the time, the kind (``harvest``, ``sweep``), ok or
-failed with its reason code (``model_timeout``, ``context_full``, ...), the tokens the
-backend reported, and whether the budget gate records the call too (``gated``). ``tether
-usage`` counts the lines (``core.usage``): failed calls always, and the calls and tokens
-of ungated ones, which the budget ledger never sees. A reply that came back but is not a
-page (``model_output_malformed``) is its ok line and then a failed line (the extractor
-says so through ``malformed``): one call, one failure. A call the budget gate refuses is
-not a model call (nothing was sent): the ledger counts it as ``refused``.
+``CallLog`` is handed to the metered call (``agent.metered``) of the harvest and the
+sweep's model pass, and appends one content-free line per call: the time, the kind
+(``harvest``, ``sweep``), ok or failed with its reason code (``model_timeout``,
+``context_full``, ...), the tokens the backend reported, and whether the budget gate
+records the call too (``gated``). ``tether usage`` counts the lines (``core.usage``):
+failed calls always, and the calls and tokens of ungated ones, which the budget ledger
+never sees. A reply that came back but is not a page (``model_output_malformed``) is its
+ok line and then a failed line (the extractor says so through ``malformed``): one call,
+one failure. A call the budget gate refuses is not a model call (nothing was sent): the
+ledger counts it as ``refused``.
 
 A line is one ``write`` on an ``O_APPEND`` descriptor; a failure to write never fails the
 call.
@@ -24,8 +25,7 @@ from pathlib import Path
 
 from tether.core.usage import CallRecord
 from tether.errors import ContextFullError, LlmTimeoutError, LlmUnreachableError
-from tether.ports import Llm
-from tether.records import Completion, CompletionRequest, SpendKind
+from tether.records import Completion, SpendKind
 
 CALLS_FILE = Path("telemetry") / "model_calls.jsonl"
 
@@ -97,49 +97,50 @@ def read_calls(home: Path) -> list[CallRecord]:
     return out
 
 
-class CountedLlm:
-    """An ``Llm`` whose every call (ok or failed) is a line of the call log."""
+class CallLog:
+    """Where one kind of extraction call is counted: a line per call of the call log
+    (``agent.metered.Meter.call`` writes it when the call ends), and this writer's own
+    counts (the harvest reports them)."""
 
     def __init__(
         self,
-        llm: Llm,
         home: Path,
         kind: SpendKind,
         *,
         now: Callable[[], datetime],
-        gated: bool = False,
         session: str | None = None,
     ) -> None:
-        self.llm = llm
         self.home = home
         self.kind: SpendKind = kind
         self.now = now
-        self.gated = gated
         self.session = session or kind
-        #: This wrapper's own counts (the harvest reports them): ok, failed.
+        #: Calls that came back, and calls that failed (a malformed reply counts too).
         self.ok = 0
         self.failed = 0
 
-    async def complete(self, request: CompletionRequest) -> Completion:
-        try:
-            completion = await self.llm.complete(request)
-        except Exception as exc:
-            reason = failure_reason(exc)
-            if not reason.startswith("budget_"):
-                self.failed += 1
-                self.record(False, reason, None)
-            raise
-        self.ok += 1
-        self.record(True, None, completion)
-        return completion
+    def count(
+        self, completion: Completion | None, failure: BaseException | None, *, gated: bool
+    ) -> None:
+        """One call ended: ok with ``completion``, or failed with ``failure`` (a budget
+        refusal is not a call: nothing was sent, the ledger counts it)."""
+        if completion is not None:
+            self.ok += 1
+            self.record(True, None, completion, gated=gated)
+            return
+        reason = failure_reason(failure) if failure is not None else "model_failed"
+        if not reason.startswith("budget_"):
+            self.failed += 1
+            self.record(False, reason, None, gated=gated)
 
-    def malformed(self) -> None:
+    def malformed(self, *, gated: bool = False) -> None:
         """The last call's reply was not a page: a failed line (the call's own ok line
         holds its tokens)."""
         self.failed += 1
-        self.record(False, "model_output_malformed", None)
+        self.record(False, "model_output_malformed", None, gated=gated)
 
-    def record(self, ok: bool, reason: str | None, completion: Completion | None) -> None:
+    def record(
+        self, ok: bool, reason: str | None, completion: Completion | None, *, gated: bool
+    ) -> None:
         append_call(
             self.home,
             CallRecord(
@@ -148,12 +149,9 @@ class CountedLlm:
                 session=self.session,
                 ok=ok,
                 reason=reason,
-                gated=self.gated,
+                gated=gated,
                 cache_n=completion.cache_n if completion else 0,
                 prompt_n=completion.prompt_n if completion else 0,
                 predicted_n=completion.predicted_n if completion else 0,
             ),
         )
-
-    async def aclose(self) -> None:
-        """The owner of the wrapped backend closes it."""

@@ -68,7 +68,7 @@ class Extractor:
         on_malformed: Callable[[], None] | None = None,
     ) -> None:
         self.llm = llm
-        #: Told of every reply that is not a page (``CountedLlm.malformed``: the call log).
+        #: Told of every reply that is not a page (``MeteredLlm.malformed``: the call log).
         self.on_malformed = on_malformed
         self.slot = slot
         self.max_tokens = max_tokens

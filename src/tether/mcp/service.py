@@ -1,7 +1,9 @@
 """The memory as ``tether mcp`` serves it, behind the lanes' fences.
 
 Four operations, each for one ``Caller`` (its lane, its token id, whether what it writes
-is trusted): ``recall`` (compact hits within ``[mcp] result_tokens``), ``read`` (the full
+is trusted): ``recall`` (compact hits within ``[mcp] result_tokens``; with vectors on,
+rows still without a vector embedded first when few, else a ``notice`` in the result
+that the search was lexical: ``memory.readiness``), ``read`` (the full
 item a ``tether://`` link names), ``remember`` (a note) and ``pages`` (slugs under a
 prefix). A ``local`` caller (stdio) sees everything the owner's own CLI does. A
 ``remote`` caller (HTTP) sees world-visibility pages and facts only: its recall searches
@@ -35,9 +37,10 @@ from tether.memory.identity import Identity
 from tether.memory.indexer import index_home, turn_rows
 from tether.memory.notes import write_note
 from tether.memory.pages import render
+from tether.memory.readiness import VAGUE, ready_for_recall
 from tether.memory.recall import recall, recall_sessions
 from tether.memory.vectors import Vectors
-from tether.ports import Store, SweepStore
+from tether.ports import MemoryStore, SweepStore
 from tether.records import Hit, Page
 from tether.scan.allow import home_allow
 from tether.scan.screen import screen
@@ -82,7 +85,7 @@ class Memory:
     def __init__(
         self,
         home: Path,
-        store: Store,
+        store: MemoryStore,
         sweep: SweepStore | None,
         *,
         result_tokens: int,
@@ -131,11 +134,12 @@ class Memory:
             raise BadInputError(f"query is at most {MAX_QUERY_CHARS} characters (got {len(query)})")
         if not 1 <= k <= MAX_K:
             raise BadInputError(f"k is 1 to {MAX_K} (got {k})")
-        if caller.lane == "local":  # a remote caller searches world pages and facts only
-            self._up_to_date()
-        time = self.now()
         if order not in ("rank", "time"):
             raise BadInputError(f"order is rank or time (got {order!r})")
+        if caller.lane == "local":  # a remote caller searches world pages and facts only
+            self._up_to_date()
+        notice = self._ready(caller)
+        time = self.now()
         links = Links(self.home)
         if level == "sessions":
             if order == "time":
@@ -158,8 +162,17 @@ class Memory:
                 in_time_order=order == "time",
             )
             compact = [self._compact(h, links) for h in hits]
-        kept, left_out = mcp.pack(compact, self.result_tokens)
-        return mcp.render(kept, left_out)
+        kept, left_out = mcp.pack(compact, self.result_tokens, notice)
+        return mcp.render(kept, left_out, notice)
+
+    def _ready(self, caller: Caller) -> str | None:
+        """Rows still without a vector embedded first when few (``memory.readiness``),
+        else the result's ``notice`` that the search is lexical. A remote caller is told
+        no counts: how much private memory the home holds is not its business."""
+        notice = ready_for_recall(self.vectors).notice
+        if notice is None or caller.lane == "local":
+            return notice
+        return VAGUE
 
     @staticmethod
     def _compact(h: Hit, links: Links) -> mcp.CompactHit:

@@ -15,7 +15,7 @@ import msgspec
 
 from tether.core.memory_block import BlockFact
 from tether.core.sweep.state import NO_SWEEP, Fact
-from tether.ports import Store, SweepStore
+from tether.ports import FactIndex, SweepStore
 from tether.scan.secrets import redact
 
 #: Reads of the sweep one sync makes at most when other syncs keep winning the race.
@@ -53,7 +53,7 @@ def _stamp(sweep: SweepStore | None) -> str:
 
 
 def sync_facts(
-    store: Store, sweep: SweepStore | None, *, allow: frozenset[str] = frozenset()
+    store: FactIndex, sweep: SweepStore | None, *, allow: frozenset[str] = frozenset()
 ) -> bool:
     """Re-index the sweep's active facts if they changed since last time, each
     secret-redacted but for the ``allow`` fingerprints; True when it did."""

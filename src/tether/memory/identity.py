@@ -24,7 +24,7 @@ from pathlib import Path
 from tether.core.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
 from tether.files import read_home_bytes, write_atomic
-from tether.ports import Store
+from tether.ports import IdentityStore
 from tether.records import JournalEntry
 from tether.scan.allow import home_allow
 from tether.scan.screen import Screened, screen
@@ -50,6 +50,13 @@ def _within_limit(text: str) -> None:
         )
 
 
+def entry_lines(text: str) -> int:
+    """The lines of ``text`` that hold something: an identity entry is one (a list item),
+    and joining more would change the text, so an owner's edit of more is refused (each
+    front end words the refusal for its own input)."""
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
 class IdentityError(BadInputError):
     """An identity edit that cannot be applied (unknown entry id, empty text)."""
 
@@ -57,7 +64,7 @@ class IdentityError(BadInputError):
 class Identity:
     """Read and edit memory.md; every edit is journalled in the store."""
 
-    def __init__(self, home: Path, store: Store) -> None:
+    def __init__(self, home: Path, store: IdentityStore) -> None:
         self.home = home
         self.path = home / MEMORY_FILE
         self._lock_path = self.path.with_name(".memory.md.lock")

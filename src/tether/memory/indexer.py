@@ -32,7 +32,7 @@ from tether.core.checkpoint import strip_private
 from tether.errors import SessionError, TetherError
 from tether.files import open_home
 from tether.ids import is_session_id, session_id
-from tether.ports import Progress, Store
+from tether.ports import LogIndex, Progress
 from tether.records import (
     Assistant,
     EpochEnd,
@@ -283,7 +283,7 @@ def _session_rows(
 
 def index_home(
     home: Path,
-    store: Store,
+    store: LogIndex,
     *,
     batch_rows: int = BATCH_ROWS,
     only: Sequence[str] | None = None,
@@ -360,7 +360,7 @@ def index_home(
     )
 
 
-def reindex(home: Path, store: Store, *, meter: Progress | None = None) -> IndexReport:
+def reindex(home: Path, store: LogIndex, *, meter: Progress | None = None) -> IndexReport:
     """Drop the log index and build it again from the files (notes, pages, the journal
     and recall counts are kept: recall counts are keyed by session and turn, not rows)."""
     store.reset_index()

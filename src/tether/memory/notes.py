@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from tether.errors import BadInputError
-from tether.ports import Store
+from tether.ports import NoteWriter
 from tether.records import JournalEntry, Note
 from tether.scan.screen import Screened
 
@@ -16,7 +16,7 @@ MAX_NOTE_CHARS = 20_000
 
 
 def write_note(
-    store: Store,
+    store: NoteWriter,
     screened: Screened,
     *,
     untrusted: bool,

@@ -11,7 +11,7 @@ from typing import Literal
 
 from tether.errors import BadInputError, NotFoundError
 from tether.ids import page_slug
-from tether.ports import Store
+from tether.ports import PageWriter
 from tether.records import JournalEntry, Page
 from tether.scan.screen import Screened
 
@@ -41,7 +41,7 @@ MAX_TITLE_CHARS = 200
 
 
 def write_page(
-    store: Store,
+    store: PageWriter,
     slug: str,
     screened_body: Screened,
     *,
@@ -91,7 +91,9 @@ def write_page(
     return page, before
 
 
-def remove_page(store: Store, slug: str, *, who: str, session: str | None, time: datetime) -> Page:
+def remove_page(
+    store: PageWriter, slug: str, *, who: str, session: str | None, time: datetime
+) -> Page:
     """Remove the page ``slug``; NotFoundError when there is none."""
     slug = page_slug(slug)
     gone = store.delete_page(slug)

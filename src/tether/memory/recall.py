@@ -43,7 +43,7 @@ from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
 from tether.memory.vectors import POOL as VECTOR_POOL
 from tether.memory.vectors import Vectors, vector_turns
-from tether.ports import Store, SweepStore
+from tether.ports import RecallStore, SweepStore, TextSearch
 from tether.records import Found, Hit, SearchQuery
 from tether.scan.allow import home_allow
 
@@ -95,7 +95,7 @@ class _Question:
     period: periods.Period | None
 
 
-def _question(store: Store, text: str, time: datetime, budget: int) -> _Question | None:
+def _question(store: TextSearch, text: str, time: datetime, budget: int) -> _Question | None:
     """The question's terms with their counts over the whole index (also when a search
     is kept to a few refs: bm25 of a common word costs its whole posting list, however
     few rows it may return), and the period it names; None when nothing in it is
@@ -112,7 +112,7 @@ def _question(store: Store, text: str, time: datetime, budget: int) -> _Question
 
 
 def _turns(
-    store: Store,
+    store: TextSearch,
     q: _Question,
     pool: int,
     budget: int,
@@ -164,7 +164,7 @@ def _best_effort(doing: str) -> Iterator[None]:
         log.warning("recall: %s failed, answering from what is indexed: %s", doing, exc)
 
 
-def _sync(store: Store, sweep: SweepStore | None, home: Path | None) -> None:
+def _sync(store: RecallStore, sweep: SweepStore | None, home: Path | None) -> None:
     """Bring the identity (when ``home`` is given) and sweep fact rows in step."""
     if home is None:
         sync_facts(store, sweep)
@@ -173,7 +173,7 @@ def _sync(store: Store, sweep: SweepStore | None, home: Path | None) -> None:
     sync_facts(store, sweep, allow=home_allow(home))
 
 
-def _period_turns(store: Store, period: periods.Period, k: int) -> list[ranking.Scored]:
+def _period_turns(store: TextSearch, period: periods.Period, k: int) -> list[ranking.Scored]:
     """The first ``k`` turns written in ``period``, oldest first (score 0; the row shown
     is the owner's words where the turn has them)."""
     turns: dict[tuple[str, int], list[Found]] = {}
@@ -191,7 +191,7 @@ def _period_turns(store: Store, period: periods.Period, k: int) -> list[ranking.
 
 
 def _in_time(
-    store: Store,
+    store: TextSearch,
     turns: list[ranking.Scored],
     asked: timeline.Intent,
     k: int,
@@ -212,7 +212,7 @@ def _in_time(
 
 
 def _with_standing(
-    store: Store,
+    store: TextSearch,
     text: str,
     turns: list[ranking.Scored],
     k: int,
@@ -266,7 +266,7 @@ def _hit(scored: ranking.Scored) -> Hit:
 
 
 def recall(
-    store: Store,
+    store: RecallStore,
     text: str,
     k: int,
     *,
@@ -317,7 +317,7 @@ def recall(
 
 
 def recall_sessions(
-    store: Store,
+    store: RecallStore,
     text: str,
     k: int,
     *,

@@ -32,7 +32,7 @@ from tether.core.sweep.errors import ConditionError, PacketError
 from tether.core.sweep.packet import decode_packet, encode_packet
 from tether.core.sweep.triggers import compile_text
 from tether.memory.identity import Identity
-from tether.ports import Progress, Store, SweepStore
+from tether.ports import Progress, ScanStore, SweepStore
 from tether.records import JournalEntry, TextCell
 from tether.scan import packets
 from tether.scan.secrets import Finding, redact, scan
@@ -111,7 +111,7 @@ def _redacted(cell: TextCell, allow: frozenset[str]) -> tuple[str | None, str]:
 
 def scan_memory(
     identity: Identity,
-    store: Store,
+    store: ScanStore,
     *,
     allow: frozenset[str],
     fix: bool,

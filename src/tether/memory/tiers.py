@@ -7,18 +7,18 @@ from pathlib import Path
 
 from tether.core.tiers import Listing, TierItem, cap_notes, render_listing, tier_items
 from tether.memory.identity import Identity
-from tether.ports import Store
+from tether.ports import TierStore
 
 
-def tiers(home: Path, store: Store) -> list[TierItem]:
+def tiers(home: Path, store: TierStore) -> list[TierItem]:
     return tier_items(Identity(home, store).entries(), store.notes(), store.recall_stats())
 
 
-def listing(home: Path, store: Store, notes: int | None) -> Listing:
+def listing(home: Path, store: TierStore, notes: int | None) -> Listing:
     """The listing with at most ``notes`` notes (``[memory] tiers_notes``; None: all)."""
     return cap_notes(tiers(home, store), notes)
 
 
-def tiers_text(home: Path, store: Store, notes: int) -> str:
+def tiers_text(home: Path, store: TierStore, notes: int) -> str:
     """The tiering job's listing: untrusted notes listed and marked, their text withheld."""
     return render_listing(listing(home, store, notes), withhold_untrusted=True)

@@ -21,6 +21,7 @@ No LLM is called at query time: the embedder is a small local model.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -60,6 +61,8 @@ class Vectors:
     embedder: Embedder
     index: VectorIndex
     counts: VectorCounts = field(default_factory=lambda: VectorCounts(0, 0))
+    #: Held while a recall embeds missing rows (``memory.readiness``): one pass at a time.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.refresh()

@@ -51,10 +51,9 @@ class Scheduler:
             home=agent.home,
             config=agent.config,
             llm=agent.llm,
-            gates=agent.gates,
+            meter=agent.meter,
             inflight=agent.inflight,
             clock=agent.clock,
-            budget=agent.budget,
         )
         self._kick = asyncio.Event()
         self.heartbeat = Heartbeat(agent=agent, start=start, on_done=self._kick.set)

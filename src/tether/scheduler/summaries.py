@@ -17,8 +17,9 @@ import asyncio
 import logging
 from pathlib import Path
 
-from tether.agent.budget import BudgetGate, BudgetRefusedError
-from tether.agent.locks import InFlight, SlotGates
+from tether.agent.budget import BudgetRefusedError
+from tether.agent.locks import InFlight
+from tether.agent.metered import Meter
 from tether.agent.outcomes import read_prompt
 from tether.config import Config
 from tether.core.compaction import cap, neutralise
@@ -41,16 +42,14 @@ class ToolSummaries:
         home: Path,
         config: Config,
         llm: Llm,
-        gates: SlotGates,
+        meter: Meter,
         inflight: InFlight,
         clock: Clock,
-        budget: BudgetGate | None = None,
     ) -> None:
         self.home = home
-        self.budget = budget
+        self.meter = meter
         self.config = config
         self.llm = llm
-        self.gates = gates
         self.inflight = inflight
         self.clock = clock
         self._active: set[tuple[str, str]] = set()
@@ -104,19 +103,13 @@ class ToolSummaries:
             slot=background,
             max_tokens=max(64, self.config.compact.summary_chars // 2),
         )
-        reservation = None
-        if self.budget is not None:
-            bound = self.budget.bound(request, self.config.llm.max_tokens)
-            reservation = await asyncio.to_thread(self.budget.reserve, "tool_summary", sid, bound)
-        try:
-            async with self.gates.hold(background, lambda: self._priority(sid)):
-                completion = await self.llm.complete(request)
-        except BaseException:
-            if reservation is not None and self.budget is not None:
-                self.budget.settle(reservation, None)  # nothing used; may be cancelled
-            raise
-        if reservation is not None and self.budget is not None:
-            await asyncio.to_thread(self.budget.settle, reservation, completion)
+        completion = await self.meter.call(
+            self.llm,
+            request,
+            kind="tool_summary",
+            session=sid,
+            priority=lambda: self._priority(sid),
+        )
         text = cap(neutralise(completion.content), self.config.compact.summary_chars)
         text = redact(text, allow=home_allow(self.home)).text
         if not text:

@@ -61,7 +61,7 @@ from tether.errors import ExtraMissingError, LlmError, LlmUnreachableError, Stor
 from tether.extract.calls import failure_reason
 from tether.extract.extractor import Extractor
 from tether.faults import crash_point, pause_point
-from tether.ports import ModelStages, Producer, Store
+from tether.ports import ModelStages, Producer, SweepDayStore
 from tether.records import (
     ChatMessage,
     Completion,
@@ -155,7 +155,7 @@ class ModelProducer:
         self,
         *,
         stages: ModelStages,
-        store: Store,
+        store: SweepDayStore,
         call: Call,
         extractor: Extractor,
         config: SweepConfig,

@@ -34,7 +34,7 @@ from tether.core.sweep.windows import Window, local_today, window_for
 from tether.errors import LlmError, TetherError
 from tether.extract.extractor import Extractor
 from tether.faults import crash_point
-from tether.ports import Store, SweepStore
+from tether.ports import SweepDayStore, SweepStore
 from tether.records import ExtractionRequest
 from tether.scan import packets
 from tether.sweep import spine
@@ -72,7 +72,7 @@ class OnboardingProducer:
         self,
         *,
         home: Path,
-        store: Store,
+        store: SweepDayStore,
         call: Call,
         extractor: Extractor,
         config: SweepConfig,

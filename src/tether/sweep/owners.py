@@ -8,8 +8,11 @@ owner is written again; a crash between the two is finished by deleting again.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import msgspec
 
@@ -17,7 +20,7 @@ from tether.core.sweep.errors import OwnerExistsError, SweepFencedError, Unknown
 from tether.core.sweep.state import Owner, StandingTrigger
 from tether.core.sweep.triggers import compile_text
 from tether.core.sweep.windows import local_today, zone
-from tether.errors import InvalidIdError
+from tether.errors import InvalidIdError, TetherError
 from tether.faults import crash_point
 from tether.ports import SweepStore, SweepTx
 from tether.sweep.fence import live_owner
@@ -157,3 +160,40 @@ def add_standing_trigger(
         live_owner(tx, owner)
         tx.put_trigger(trigger)
     return trigger
+
+
+def machine_zone() -> str:
+    """This machine's IANA zone: ``$TZ`` when it names one, else what ``/etc/localtime``
+    links to, else ``/etc/timezone``, else UTC."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    with contextlib.suppress(OSError):
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        candidates.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
+    for name in candidates:
+        if name:
+            with contextlib.suppress(TetherError):
+                zone(name)
+                return name
+    return "UTC"
+
+
+def home_zone(sweep: SweepStore | None) -> str:
+    """The zone whose local day the budgets count in: the home owner's (the sweep's owner
+    ``owner``, set with ``tether owner set-tz``), else the machine's."""
+    if sweep is not None:
+        try:
+            owner = get(sweep, DEFAULT_OWNER)
+        except TetherError:  # no owner yet, or a store the sweep never ran in
+            return machine_zone()
+        return owner.timezone_name
+    return machine_zone()
+
+
+def home_owner(store: SweepStore, now: datetime) -> Owner:
+    """The home's owner (``tether init``), made with this machine's zone when there is
+    none yet."""
+    ensure_default(store, now, zone=machine_zone())
+    return get(store, DEFAULT_OWNER)

@@ -217,9 +217,8 @@ class Runner:
             if isinstance(got, str):
                 day.status, day.reason = "incomplete", got
             else:
-                packet, day.redacted = packets.redact_packet(got, self.allow)
-                self._validate(packet, ctx)
-                self._apply_packet(packet, ctx, now, day)
+                self._validate(got, ctx)
+                self._apply_packet(got, ctx, now, day)
         except PacketError as exc:
             day.status, day.reason = "refused", exc.reason
         except SweepFencedError as exc:
@@ -240,14 +239,15 @@ class Runner:
         ctx = DayContext.of(owner, window_for(owner.timezone_name, day))
         result = DayResult(local_date=day.isoformat(), status="complete")
         try:
-            packet = self._packet(owner, ctx, now, result)
-            if isinstance(packet, Incomplete):
+            got = self._packet(owner, ctx, now, result)
+            if isinstance(got, Incomplete):
                 # Another run holds the day's model invocation: busy, as a held receipt is.
-                held = packet.reason in ("invocation_busy", "invocation_stalled")
+                held = got.reason in ("invocation_busy", "invocation_stalled")
                 result.status = "busy" if held else "incomplete"
-                result.reason = packet.reason
+                result.reason = got.reason
                 return result, current
-            self._apply_packet(packet, ctx, now, result)
+            packet, clean = got
+            self._apply_packet(packet, ctx, now, result, clean=clean)
             if result.status != "complete":
                 return result, current
             pause_point("sweep-before-cursor")
@@ -260,9 +260,9 @@ class Runner:
 
     def _packet(
         self, owner: Owner, ctx: DayContext, now: datetime, result: DayResult
-    ) -> DailySweepInput | Incomplete:
-        """The day's durable stage; produced, redacted, validated and staged first if
-        absent (see ``scan.packets``)."""
+    ) -> tuple[DailySweepInput, bool] | Incomplete:
+        """The day's durable stage, and whether this run just redacted it; produced,
+        redacted, validated and staged first if absent (see ``scan.packets``)."""
         window = ctx.window
         args = (owner.id, window.local_date, ctx.source_generation, window.window_id)
         with self.store.transaction(write=False) as tx:
@@ -289,9 +289,11 @@ class Runner:
                 )
                 staged = tx.stage(*args)  # a concurrent runner's stage wins
             assert staged is not None
+            if staged.digest == digest(produced):
+                return produced, True
         packet = decode_packet(staged.packet)
         self._validate(packet, ctx)
-        return packet
+        return packet, False
 
     def _validate(self, packet: DailySweepInput, ctx: DayContext) -> None:
         validate_packet(
@@ -317,19 +319,30 @@ class Runner:
                         triggers[t.id] = TriggerState(
                             t.authority, t.condition, t.provenance, t.active
                         )
-        # Planned over what apply will write (a stage kept in clear is redacted there).
-        planned = tuple(packets.redact_candidate(c, self.allow)[0] for c in packet.candidates)
-        if not within_write_bound(plan_day(planned, slots, triggers, packet.local_date)):
+        if not within_write_bound(plan_day(packet.candidates, slots, triggers, packet.local_date)):
             raise PacketError("too_many_writes")
 
     def _apply_packet(
-        self, packet: DailySweepInput, ctx: DayContext, now: datetime, result: DayResult
+        self,
+        staged: DailySweepInput,
+        ctx: DayContext,
+        now: datetime,
+        result: DayResult,
+        *,
+        clean: bool = False,
     ) -> None:
+        # The one redaction of a day's packet on its way into memory, against today's
+        # rules, unless this run just redacted it to stage it (``clean``): a stage written
+        # by another process, or under older rules, may hold what they now find. Receipts
+        # digest the candidate as staged, so a retry of the same stage claims the same ones.
+        packet = staged
+        if not clean:
+            packet, result.redacted = packets.redact_packet(staged, self.allow)
         self._bound_writes(packet, ctx.owner)
         reasons: Counter[str] = Counter()
         seen: Counter[str] = Counter()
         result.candidates = len(packet.candidates)
-        for candidate in packet.candidates:
+        for as_staged, candidate in zip(staged.candidates, packet.candidates, strict=True):
             ordinal = seen[candidate.source_key]
             seen[candidate.source_key] += 1
             held = receipts.claim(
@@ -338,7 +351,7 @@ class Runner:
                 kind="candidate",
                 source_key=candidate.source_key,
                 ordinal=ordinal,
-                digest=digest(candidate),
+                digest=digest(as_staged),
                 claimant=self.claimant,
                 now=now,
                 lease=self.lease,
@@ -351,11 +364,8 @@ class Runner:
                 break
             crash_point("sweep-after-claim")
             pause_point("sweep-after-claim")
-            # A no-op for a stage this version wrote; the receipt's digest stays the stage's.
-            clean, n = packets.redact_candidate(candidate, self.allow)
-            result.redacted += n
             code = apply.apply_candidate(
-                self.store, ctx, held.receipt_id, clean, claimant=self.claimant, now=now
+                self.store, ctx, held.receipt_id, candidate, claimant=self.claimant, now=now
             )
             reasons[code] += 1
             crash_point("sweep-after-apply")
@@ -371,7 +381,7 @@ class Runner:
                     kind="source",
                     source_key=source,
                     ordinal=0,
-                    digest=digest(packet),
+                    digest=digest(staged),
                     claimant=self.claimant,
                     now=now,
                     lease=self.lease,

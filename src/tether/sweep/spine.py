@@ -26,7 +26,7 @@ import msgspec
 from tether.core.extraction import render_turns
 from tether.core.sweep.packet import KEY_PATTERN, MAX_SOURCES
 from tether.core.sweep.windows import Window
-from tether.ports import Store
+from tether.ports import SweepDayStore
 from tether.records import EpochSummary, LogRow, SessionMeta, SourceTurn
 from tether.sweep.owners import DEFAULT_OWNER
 
@@ -92,7 +92,7 @@ def _owner_of(meta: SessionMeta | None) -> str:
     return DEFAULT_OWNER if meta is None or meta.owner is None else meta.owner
 
 
-def read_day(store: Store, owner: str, window: Window) -> Day:
+def read_day(store: SweepDayStore, owner: str, window: Window) -> Day:
     """The owner's sessions with rows in the window (a session whose only trace in the
     window is an epoch summary is not one: compaction follows a turn)."""
     rows: dict[str, list[LogRow]] = defaultdict(list)
@@ -141,7 +141,7 @@ def _processing(open_since: datetime | None, window: Window) -> bool:
     return open_since is not None and open_since < window.end_utc
 
 
-def with_digests(day: Day, store: Store, window: Window) -> Day:
+def with_digests(day: Day, store: SweepDayStore, window: Window) -> Day:
     """The day with every digest already stored filled in."""
     rows = []
     for r in day.rows:

@@ -23,7 +23,7 @@ from tether.memory.notes import write_note
 from tether.memory.pages import render
 from tether.memory.recall import recall
 from tether.memory.vectors import Vectors
-from tether.ports import Store, SweepStore
+from tether.ports import MemoryStore, SweepStore
 from tether.scan.allow import home_allow
 from tether.scan.screen import Screened, screen
 from tether.sessions import Session
@@ -65,7 +65,7 @@ class ToolBox:
     def __init__(
         self,
         home: Path,
-        store: Store,
+        store: MemoryStore,
         config: Config,
         http: httpx.AsyncClient,
         *,

@@ -10,8 +10,7 @@ with the same rules and journal entries.
   note is never promoted (it came from content the owner did not write).
 - Redact the secrets ``memory scan`` found: ``scan_memory(fix=True)``, as ``memory scan
   --redact`` (journalled ``redact`` per place, never the secret).
-- Discard a session from the sweep: the ``session discard`` command itself, only where it
-  exists (``UiServices.discard``).
+- Discard a session from the sweep: ``sweep.marks.discard``, as ``session discard``.
 
 Each returns where the browser goes next.
 """
@@ -46,10 +45,12 @@ def _screened(s: UiServices, text: str, what: str, form: Form) -> Screened:
 
 
 def _one_line(screened: Screened) -> None:
-    lines = [line for line in screened.text.splitlines() if line.strip()]
-    if len(lines) > 1:
+    from tether.memory.identity import entry_lines
+
+    lines = entry_lines(screened.text)
+    if lines > 1:
         raise BadInputError(
-            f"an identity entry is one line (this text has {len(lines)}); keep longer text "
+            f"an identity entry is one line (this text has {lines}); keep longer text "
             "in a note or a page"
         )
 
@@ -109,8 +110,8 @@ def redact_secrets(s: UiServices, _request: Request, _form: Form) -> str:
 
 
 def discard_session(s: UiServices, request: Request, _form: Form) -> str:
+    from tether.sweep.marks import discard
+
     sid = session_id(request.path_params["sid"])
-    if s.discard is None:
-        raise NotFoundError("this tether has no `session discard` yet")
-    s.discard(sid)
+    discard(s.home, lambda: store_of(s), sid, undo=False, time=s.now())
     return f"/sessions/{sid}"

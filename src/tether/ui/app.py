@@ -56,21 +56,16 @@ class UiServices:
     """What the page works with, given by whoever starts it (the CLI, from its
     application, ``daemon.app.App``: the page opens nothing itself).
 
-    ``zone``: the home's local zone for usage, from the sweep store (the daemon's
-    ``home_zone``). ``now``: the application's clock. ``store`` and ``sweep`` (``migrate``:
-    with the sweep's tables made; else a reader): opened by the first request that needs
-    them and held for the page's life, as is ``vectors``: recall's vectors (one matrix in
-    memory, not one per request), or None: recall is lexical. ``discard``: drops a session
-    from the sweep as ``tether session discard`` does, or None where that command does not
-    exist (the action is hidden)."""
+    ``now``: the application's clock. ``store`` and ``sweep`` (``migrate``: with the
+    sweep's tables made; else a reader): opened by the first request that needs them and
+    held for the page's life, as is ``vectors``: recall's vectors (one matrix in memory,
+    not one per request), or None: recall is lexical."""
 
     home: Path
     config: Config
-    zone: Callable[[Any], str]
     now: Callable[[], datetime]
     store: Callable[[], Store]
     sweep: Callable[[bool], SweepStore]
-    discard: Callable[[str], str] | None = None
     vectors: Callable[[], Vectors | None] = lambda: None
 
 
@@ -144,7 +139,6 @@ class Pages:
         session = request.scope.get("tether.session") or ""
         html = self.env.get_template(name).render(
             csrf=csrf_token(session),
-            can_discard=self.services.discard is not None,
             path=request.url.path,
             **values,
         )

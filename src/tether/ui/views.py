@@ -6,7 +6,6 @@ what the CLI's readers write too (recall's index pass and its recalls log)."""
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +94,7 @@ def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
 def recall(s: UiServices, request: Request) -> View:
     from tether.checkpoint.recallable import Links, catch_up
     from tether.memory.indexer import index_home
+    from tether.memory.readiness import ready_for_recall
     from tether.memory.recall import recall as run_recall
     from tether.scan.allow import home_allow
 
@@ -103,13 +103,16 @@ def recall(s: UiServices, request: Request) -> View:
     hits: list[dict[str, Any]] = []
     errors: list[tuple[str, str]] = []
     fused = False
+    note: str | None = None
     if query:
         with store_of(s) as store:
             catch_up(s.home, allow=home_allow(s.home))  # windows the hooks banked
             errors = [(sid, shown(p)) for sid, p in index_home(s.home, store).errors]
             vectors = s.vectors()  # after the store is open: it migrates the file
-            if vectors is not None:
-                fused = vectors.refresh().complete  # rows indexed since may lack vectors
+            # A few rows indexed since without a vector are embedded first; else the
+            # page says it searched by words only, and why (``memory.readiness``).
+            ready = ready_for_recall(vectors)
+            fused, note = ready.fused, ready.notice
             with sweep_of(s) as sweep:
                 found = run_recall(
                     store,
@@ -141,6 +144,7 @@ def recall(s: UiServices, request: Request) -> View:
         "hits": hits,
         "errors": errors,
         "fused": fused,
+        "note": note,
         "in_time": in_time,
     }
 
@@ -254,66 +258,60 @@ def _telemetry(s: UiServices, limit: int = 50) -> list[dict[str, Any]]:
 
 
 def sweep(s: UiServices, _request: Request) -> View:
-    c = s.config.sweep
+    from tether.sweep.status import status
+
     rows: list[dict[str, Any]] = []
-    with sweep_of(s, migrate=True) as store, store.transaction(write=False) as tx:
-        for o in tx.owners():
-            cur = tx.cursor(o.id)
-            states = Counter(r.state for r in tx.receipts(o.id))
-            history = tx.journal(o.id)
-            rows.append(
-                {
-                    "id": o.id,
-                    "zone": o.timezone_name,
-                    "deleted": o.deleted_at is not None,
-                    "first_date": o.first_date.isoformat(),
-                    "cursor": None if cur is None else cur.local_date.isoformat(),
-                    "window": None if cur is None else cur.window_id,
-                    "reconcile": cur is not None and cur.timezone_name != o.timezone_name,
-                    "pending": states["pending"],
-                    "committed": states["committed"],
-                    "facts": len(tx.facts(o.id)),
-                    "journal": [
-                        {
-                            "time": stamp(j.time),
-                            "who": j.who,
-                            "action": j.action,
-                            "target": j.target,
-                            "before": None if j.before is None else shown(j.before),
-                            "after": None if j.after is None else shown(j.after),
-                            "evidence": j.evidence,
-                        }
-                        for j in reversed(history[-200:])
-                    ],
-                }
-            )
-    state = "open" if c.enabled and not c.kill_switch else ("killed" if c.kill_switch else "closed")
-    return "sweep.html", {"state": state, "owners": rows, "runs": _telemetry(s)}
+    with sweep_of(s, migrate=True) as store:
+        done = status(s.home, s.config.sweep, store)
+        with store.transaction(write=False) as tx:
+            journals = {o.owner.id: tx.journal(o.owner.id) for o in done.owners}
+    for o in done.owners:
+        cur = o.cursor
+        rows.append(
+            {
+                "id": o.owner.id,
+                "zone": o.owner.timezone_name,
+                "deleted": o.owner.deleted_at is not None,
+                "first_date": o.owner.first_date.isoformat(),
+                "cursor": None if cur is None else cur.local_date.isoformat(),
+                "window": None if cur is None else cur.window_id,
+                "reconcile": o.needs_reconciliation,
+                "pending": o.receipts_pending,
+                "committed": o.receipts_committed,
+                "facts": o.facts,
+                "journal": [
+                    {
+                        "time": stamp(j.time),
+                        "who": j.who,
+                        "action": j.action,
+                        "target": j.target,
+                        "before": None if j.before is None else shown(j.before),
+                        "after": None if j.after is None else shown(j.after),
+                        "evidence": j.evidence,
+                    }
+                    for j in reversed(journals[o.owner.id][-200:])
+                ],
+            }
+        )
+    return "sweep.html", {"state": done.state, "owners": rows, "runs": _telemetry(s)}
 
 
 def jobs(s: UiServices, request: Request) -> View:
-    from tether.core.cron import next_due
-    from tether.scheduler.jobs import JobFileError, job_paths, load_job
     from tether.scheduler.ledger import RunLedger
+    from tether.scheduler.listing import job_listing
 
     runs = RunLedger(s.home).read()
-    now = s.now()
-    listed: list[dict[str, Any]] = []
-    for path in job_paths(s.home):
-        try:
-            job = load_job(path)
-        except JobFileError as exc:
-            listed.append({"name": path.stem, "error": shown(exc.problem)})
-            continue
-        due = next_due(job.schedule, now)
-        listed.append(
-            {
-                "name": job.name,
-                "schedule": job.schedule.text,
-                "next": None if due is None else stamp(due),
-                "error": None,
-            }
-        )
+    listed: list[dict[str, Any]] = [
+        {"name": j.name, "error": shown(j.error)}
+        if j.error is not None
+        else {
+            "name": j.name,
+            "schedule": j.schedule,
+            "next": None if j.next_run is None else stamp(j.next_run),
+            "error": None,
+        }
+        for j in job_listing(s.home, s.now(), runs)
+    ]
     p = paged(len(runs), _page(request))
     shown_runs = [
         {
@@ -330,32 +328,18 @@ def jobs(s: UiServices, request: Request) -> View:
 
 def usage(s: UiServices, request: Request) -> View:
     import dataclasses
-    from zoneinfo import ZoneInfo
 
-    from tether.core.budget import Prices
-    from tether.core.usage import report
-    from tether.sessions.usage import logged_usage
+    from tether.usage.report import usage as usage_report
 
     by = request.query_params.get("by", "kind")
     if by not in ("kind", "day", "session"):
         raise BadInputError("by is one of kind, day, session")
-    with sweep_of(s) as sweep:
-        zone = s.zone(sweep)
-    with store_of(s) as store:
-        ledger = store.budget_rows(None)
-    b = s.config.budget
-    done = report(
-        logged_usage(s.home),
-        ledger,
-        zone=ZoneInfo(zone),
-        prices=Prices(b.usd_per_mtok_in, b.usd_per_mtok_out, b.usd_per_mtok_cached),
-        by=by,  # type: ignore[arg-type]  # checked above
-        since=None,
-        main_slot=s.config.slots.main,
-    )
+    with sweep_of(s) as sweep, store_of(s) as store:
+        found = usage_report(s.home, s.config, store, sweep, by=by)  # type: ignore[arg-type]  # checked above
+    done = found.report
     return "usage.html", {
         "by": by,
-        "zone": zone,
+        "zone": found.zone,
         "lines": [dataclasses.asdict(x) for x in done.lines],
         "total": dataclasses.asdict(done.total),
         "share": done.main_cache_hit_share,

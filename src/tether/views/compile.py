@@ -20,7 +20,7 @@ from tether.core import tokens, views
 from tether.core.views import Target
 from tether.errors import BadInputError
 from tether.files import read_user_text, write_atomic
-from tether.ports import Store
+from tether.ports import PageStore
 from tether.scan.allow import ALLOW_FILE, home_allow, home_blocklist
 from tether.scan.sensitive import Sensitive, first_sensitive
 
@@ -67,7 +67,7 @@ class ViewReport:
 
 def compile_view(
     home: Path,
-    store: Store,
+    store: PageStore,
     *,
     target: Target,
     path: Path,

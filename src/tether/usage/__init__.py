@@ -1,0 +1,1 @@
+"""What the model calls cost (``tether usage``, the page's usage view)."""
