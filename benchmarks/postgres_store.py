@@ -102,7 +102,7 @@ def sweep_postgres(url: str, owners: int, workers: int) -> float:
     with PostgresSweepStore(url, "bench") as store:
         seed(store, owners)
     env = {**os.environ, "TETHER_TEST_NOW": NOW.isoformat()}
-    argv = [sys.executable, "-m", "tether.cli.main", "sweep", "worker", "--once", "--url", url]
+    argv = [sys.executable, "-m", "tether.testing.cli", "sweep", "worker", "--once", "--url", url]
     start = time.perf_counter()
     procs = [subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL) for _ in range(workers)]
     for p in procs:

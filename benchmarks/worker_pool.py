@@ -38,7 +38,7 @@ def case(base: str, schemas: int, owners: int) -> dict[str, object]:
                 with PostgresSweepStore(url, f"bench{i}", pool=pool) as store:
                     seed(store, owners)
         env = {**os.environ, "TETHER_TEST_NOW": NOW.isoformat()}
-        argv = [sys.executable, "-m", "tether.cli.main", "sweep", "worker", "--once"]
+        argv = [sys.executable, "-m", "tether.testing.cli", "sweep", "worker", "--once"]
         start = time.perf_counter()
         proc = subprocess.Popen([*argv, "--url", url], env=env, stdout=subprocess.DEVNULL)
         peak = 0

@@ -33,10 +33,16 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def tether_argv(home: Path | None, *args: str) -> list[str]:
-    """``tether [--home HOME] ARGS`` run by this interpreter."""
-    head = [sys.executable, "-m", "tether.cli.main"]
+def tether_argv(home: Path | None, *args: str, clocked: bool = False) -> list[str]:
+    """``tether [--home HOME] ARGS`` run by this interpreter; ``clocked``: through
+    ``tether.testing.cli``, at the time the child's ``TETHER_TEST_NOW`` names."""
+    head = [sys.executable, "-m", "tether.testing.cli" if clocked else "tether.cli.main"]
     return [*head, "--home", str(home), *args] if home is not None else [*head, *args]
+
+
+def _clocked(env: dict[str, str] | None) -> bool:
+    """A child given ``TETHER_TEST_NOW`` runs at that time (``tether.testing.cli``)."""
+    return bool(env and env.get("TETHER_TEST_NOW"))
 
 
 def tether(
@@ -48,7 +54,7 @@ def tether(
 ) -> subprocess.CompletedProcess[str]:
     """One command, run to the end: its exit code and both outputs."""
     return subprocess.run(
-        tether_argv(home, *args),
+        tether_argv(home, *args, clocked=_clocked(env)),
         input=input,
         capture_output=True,
         text=True,
@@ -63,7 +69,7 @@ def spawn(
 ) -> subprocess.Popen[str]:
     """One command started in the background, its outputs piped."""
     return subprocess.Popen(
-        tether_argv(home, *args),
+        tether_argv(home, *args, clocked=_clocked(env)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

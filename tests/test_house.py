@@ -86,8 +86,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler", "daemon"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
-    # same stores and the same use-case functions; never the CLI (see `ui_apart`)
-    "ui": SERVICE_BASE | {"stores", "memory", "checkpoint", "sweep", "scheduler", "usage"},
+    # same services and the same use-case functions; never the CLI (see `ui_apart`); the
+    # CLI starts it and hands it what it may not open (its application's stores and clock)
+    "ui": SERVICE_BASE | {"memory", "checkpoint", "sweep", "scheduler", "usage"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
     | {"extract"}
@@ -102,6 +103,9 @@ ALLOWED: dict[str, frozenset[str]] = {
 
 #: The only production import of ``tether.testing``: ``tether fake-llm`` serves the fake.
 TESTING_IMPORTERS = frozenset({"tether.cli.commands_llm"})
+#: The one module of ``tether.testing`` that imports the CLI: ``python -m tether.testing.cli``
+#: runs ``tether`` at a test's time (an entry point, like a script; nothing imports it).
+TESTING_CLI = "tether.testing.cli"
 
 #: Standard-library modules that do I/O or read the clock: ``core/`` imports none of them.
 IMPURE = frozenset(
@@ -137,6 +141,34 @@ CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "monotonic", "perf_co
 SWEEP_SQL_PREFIX = ("stores/sqlite_sweep", "stores/postgres_sweep")
 _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|FROM|JOIN|ALTER)\b")
 _SWEEP_TABLE = re.compile(r"\bsweep_[a-z_]+\b")
+
+#: The one reader of the wall clock: the application (``App.now``, ``SystemClock``).
+CLOCK_ROOT = "daemon/app.py"
+#: Where else the wall clock may be read, and why: each compares with a time some other
+#: process or the file system wrote by its own wall clock, so a test's stopped clock
+#: (``tether.testing.cli``) must not reach it (a crashed run's lease would never run out).
+#: ``testing/`` holds the fakes (the fake server stamps replies as llama-server does).
+WALL_CLOCK_ALLOWED = {
+    CLOCK_ROOT: "the application's clock",
+    "sweep/stage.py": "a model-pass mark's lease, judged by other processes' wall clocks",
+    "checkpoint/claims.py": "a claim file's age, against its modification time",
+    "daemon/serve.py": "stale temporary files, by their modification time",
+    "stores/sqlite_health.py": "the telemetry line of a lost WAL, written as the store opens",
+}
+#: Calls that read the wall clock (the time of day), as (module or class, function).
+#: ``time.monotonic`` and ``time.perf_counter`` are not among them: they measure how long
+#: something took (a hook's deadline, a lock's wait, a batch's flush), never the time of
+#: day, are never stored, and a stopped test clock would make a deadline never pass.
+WALL_CLOCK_CALLS = frozenset(
+    {
+        ("time", "time"),
+        ("time", "time_ns"),
+        ("datetime", "now"),
+        ("datetime", "utcnow"),
+        ("datetime", "today"),
+        ("date", "today"),
+    }
+)
 
 #: Composition happens in one place: these are constructed only in ``daemon/compose.py``.
 COMPOSED_ONLY_IN_ROOT = frozenset({"Runner"})
@@ -196,6 +228,8 @@ def layering(rel: str, source: str) -> list[Broken]:
         if theirs == mine:
             continue
         if theirs == "testing" and me in TESTING_IMPORTERS:
+            continue
+        if theirs == "cli" and me == TESTING_CLI:
             continue
         if theirs not in allowed:
             broken.append(Broken(rel, line, f"{mine} may not import {theirs} ({target})"))
@@ -268,6 +302,59 @@ def composition(rel: str, source: str) -> list[Broken]:
             if name in COMPOSED_ONLY_IN_ROOT:
                 rule = f"{name} is built only in {ROOT}"
                 broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
+def _clock_names(tree: ast.AST) -> dict[str, str]:
+    """What each name a file imports stands for, of ``time`` and ``datetime``: the module
+    ``time``, the classes ``datetime`` and ``date``, the module ``datetime`` (``"module"``),
+    or a function itself (``"time.time"``)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in {"time", "datetime"}:
+                    kind = "time" if alias.name == "time" else "module"
+                    names[alias.asname or alias.name] = kind
+        elif isinstance(node, ast.ImportFrom) and node.module in {"time", "datetime"}:
+            for alias in node.names:
+                key = alias.asname or alias.name
+                if node.module == "datetime" and alias.name in {"datetime", "date"}:
+                    names[key] = alias.name
+                elif node.module == "time" and (node.module, alias.name) in WALL_CLOCK_CALLS:
+                    names[key] = f"time.{alias.name}"
+    return names
+
+
+def wall_clock(rel: str, source: str) -> list[Broken]:
+    """A read of the wall clock outside the application (and the places allowed above)."""
+    if rel in WALL_CLOCK_ALLOWED or rel.startswith("testing/"):
+        return []
+    tree = ast.parse(source)
+    names = _clock_names(tree)
+    broken = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func, read = node.func, None
+        if isinstance(func, ast.Name) and names.get(func.id, "").startswith("time."):
+            read = names[func.id]
+        elif isinstance(func, ast.Attribute):
+            owner = func.value
+            kind = None
+            if isinstance(owner, ast.Name):
+                kind = names.get(owner.id)
+            elif (  # datetime.datetime.now(), with the module imported
+                isinstance(owner, ast.Attribute)
+                and isinstance(owner.value, ast.Name)
+                and names.get(owner.value.id) == "module"
+            ):
+                kind = owner.attr
+            if kind is not None and (kind, func.attr) in WALL_CLOCK_CALLS:
+                read = f"{kind}.{func.attr}"
+        if read is not None:
+            rule = f"the wall clock ({read}()) is read only by the application ({CLOCK_ROOT})"
+            broken.append(Broken(rel, node.lineno, rule))
     return broken
 
 
@@ -359,6 +446,7 @@ CHECKS = (
     ui_apart,
     command_apart,
     thin_commands,
+    wall_clock,
 )
 
 
@@ -417,6 +505,20 @@ BACK_DOORS = [
     ),
     # the CLI assembling the sweep's runner
     (composition, "cli/commands_sweep.py", "runner = Runner(store, producer)\n", 1),
+    # a command reading the wall clock instead of the application's (15 did in cli/)
+    (
+        wall_clock,
+        "cli/commands_page.py",
+        "from datetime import UTC, datetime\nt = datetime.now(UTC)\n",
+        2,
+    ),
+    (wall_clock, "ui/app.py", "import time\nstamp = time.time()\n", 2),
+    (wall_clock, "sweep/runner.py", "import datetime as dt\nday = dt.date.today()\n", 2),
+    (wall_clock, "memory/notes.py", "from time import time as clock\nt = clock()\n", 2),
+    # a test clock read from the environment by a command (TETHER_TEST_NOW lived there)
+    (wall_clock, "cli/commands_sweep.py", "import datetime\nx = datetime.datetime.utcnow()\n", 2),
+    # the test tree's CLI entry is the only module of testing that may import the CLI
+    (layering, "testing/fake_llama.py", "from tether.cli.main import main\n", 1),
     # a use-case typed on all 43 methods of the store when it uses two
     (full_store, "memory/notes.py", "from tether.ports import Store, SweepStore\n", 1),
     (full_store, "sweep/spine.py", "from tether import ports\ndef f(s: ports.Store): ...\n", 2),
@@ -463,6 +565,15 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert sweep_sql("stores/sqlite_sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
     assert sweep_sql("stores/sqlite.py", '"""Facts mirrored from sweep_fact."""\n') == []
     assert composition(ROOT, "runner = Runner(store, producer)\n") == []
+    assert wall_clock(CLOCK_ROOT, "from datetime import datetime\nx = datetime.now()\n") == []
+    assert wall_clock("cli/commands_hook.py", "import time\nt = time.monotonic()\n") == []
+    assert (
+        wall_clock(
+            "cli/commands_recall.py", "from datetime import datetime\nd = datetime(2026, 1, 1)\n"
+        )
+        == []
+    )
+    assert layering("testing/cli.py", "from tether.cli.main import main\n") == []
     assert full_store("memory/notes.py", "from tether.ports import NoteWriter\n") == []
     assert full_store("cli/context.py", "from tether.ports import Store\n") == []
     assert ui_apart("ui/actions.py", "from tether.sweep.marks import discard\n") == []

@@ -25,7 +25,7 @@ class _InProcess:
     def __init__(self, ctx: Context) -> None:
         from tether.daemon.compose import build_runtime
 
-        self.runtime = build_runtime(ctx.home, ctx.config())
+        self.runtime = build_runtime(ctx.home, ctx.config(), app=ctx.app)
         self.loop = asyncio.new_event_loop()
         self.due: set[str] = set()
 

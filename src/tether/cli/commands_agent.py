@@ -41,7 +41,7 @@ def serve_cmd(ctx: Context, ui: bool, ui_port: int | None) -> None:
         beside = Beside(*ui_beside(ctx, ui_port))
     elif ui_port is not None:
         raise click.UsageError("--ui-port goes with --ui")
-    run(ctx.home, ctx.config(), beside)
+    run(ctx.home, ctx.config(), beside, app=ctx.app)  # one application: the daemon's, the page's
 
 
 def _say_tightened(ctx: Context, changed: int) -> None:

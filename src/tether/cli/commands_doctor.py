@@ -11,7 +11,6 @@ Exit 0 when the backend is usable and nothing is damaged, 1 otherwise.
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -38,9 +37,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     from tether.doctor.checks import examine
 
     config = ctx.config()
-    report = examine(
-        ctx.home, config, datetime.now(UTC), store=ctx.store, sweep_reader=ctx.sweep_reader
-    )
+    report = examine(ctx.home, config, ctx.now(), store=ctx.store, sweep_reader=ctx.sweep_reader)
     if as_json:
         echo_json(_json(report))
     else:

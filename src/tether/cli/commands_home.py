@@ -32,11 +32,10 @@ def init_cmd(ctx: Context) -> None:
 
 def _home_owner(ctx: Context) -> Owner:
     """The home's owner, made with this machine's zone when there is none yet."""
-    from tether.cli.clock import now
     from tether.sweep.owners import home_owner
 
     with ctx.sweep_store() as store:
-        return home_owner(store, now())
+        return home_owner(store, ctx.now())
 
 
 def _context_warning(ctx: Context) -> None:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,7 @@ def _setting(ctx: Context, harness: str, started: float) -> HookSetting:
     from tether.errors import TetherError
 
     home = ctx.home
-    now = datetime.now(UTC)
+    now = ctx.now()
     try:
         config = ctx.config()
     except TetherError:
@@ -344,7 +343,7 @@ def ingest_cmd(ctx: Context, path: Path, harness: str, facts: bool, as_json: boo
     results = []
     failed = False
     for one in transcripts_in(path):
-        session, report = bank_transcript(home, one, harness, datetime.now(UTC), allow)
+        session, report = bank_transcript(home, one, harness, ctx.now(), allow)
         catch_up(home, allow=allow, slot=config.slots.main, wait=True)  # into recall
         row: dict[str, object] = {
             "transcript": str(one),

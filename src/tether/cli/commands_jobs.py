@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import click
@@ -32,7 +32,7 @@ def jobs_list(ctx: Context, as_json: bool) -> None:
 
     home = ctx.home
     rows: list[dict[str, Any]] = []
-    for job in job_listing(home, datetime.now(UTC)):
+    for job in job_listing(home, ctx.now()):
         if job.error is not None:
             rows.append({"name": job.name, "path": str(job.path), "error": job.error})
             continue

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from datetime import UTC, datetime
 
 import anyio
 import click
@@ -59,7 +58,6 @@ def mcp_group(click_ctx: click.Context, http: bool, host: str, port: int, untrus
 
 
 def _serve(ctx: Context, *, http: bool, host: str, port: int, trusted: bool) -> None:
-    from tether.daemon.vectors import open_vectors
     from tether.mcp.server import serve_http, serve_stdio
     from tether.mcp.service import Memory
     from tether.mcp.tokens import TokenCheck, list_tokens
@@ -77,15 +75,13 @@ def _serve(ctx: Context, *, http: bool, host: str, port: int, trusted: bool) -> 
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(ctx.store())
         sweep = stack.enter_context(ctx.sweep_reader())
-        vectors = open_vectors(home, config)
-        if vectors is not None:
-            stack.callback(vectors.index.close)
+        vectors = ctx.vectors()  # the command's application closes them
         memory = Memory(
             home,
             store,
             sweep,
             result_tokens=config.mcp.result_tokens,
-            now=lambda: datetime.now(UTC),
+            now=ctx.now,
             vectors=vectors,
             slot=config.slots.main,
         )
@@ -109,7 +105,7 @@ def token_create(ctx: Context, name: str, as_json: bool) -> None:
     """Create a token and print it: the only time it is shown (only its hash is kept)."""
     from tether.mcp.tokens import create_token
 
-    token, record = create_token(ctx.home, name, time=datetime.now(UTC))
+    token, record = create_token(ctx.home, name, time=ctx.now())
     if as_json:
         echo_json({"token": token, "id": record.id})
         return

@@ -5,7 +5,6 @@ memory (``recall``) and rebuilding its index (``reindex``) are in ``commands_rec
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -34,10 +33,6 @@ if TYPE_CHECKING:
     from tether.memory.secret_scan import ScanReport
 
 #: Characters of a hit's text on one line of human output.
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @click.command("show")
@@ -125,7 +120,7 @@ def add_cmd(ctx: Context, text: str, redact: bool) -> None:
             param_hint="TEXT",
         )
     with ctx.store() as store:
-        e = Identity(ctx.home, store).add(screened, who="owner", session=None, time=_now())
+        e = Identity(ctx.home, store).add(screened, who="owner", session=None, time=ctx.now())
     click.echo(f"added [{e.id}] {e.text}")
 
 
@@ -135,7 +130,8 @@ def add_cmd(ctx: Context, text: str, redact: bool) -> None:
 def remove_cmd(ctx: Context, ids: tuple[str, ...]) -> None:
     """Remove identity entries by [id] (see `tether memory show`)."""
     with ctx.store() as store:
-        gone = Identity(ctx.home, store).remove(list(ids), who="owner", session=None, time=_now())
+        identity = Identity(ctx.home, store)
+        gone = identity.remove(list(ids), who="owner", session=None, time=ctx.now())
     for e in gone:
         click.echo(f"removed [{e.id}] {e.text}")
 
@@ -152,7 +148,7 @@ def note_cmd(ctx: Context, text: str, redact: bool) -> None:
         raise click.BadParameter("a note needs some text", param_hint="TEXT")
     screened = ctx.screen(text, what="note", redact=redact)
     with ctx.store() as store:
-        now = _now()
+        now = ctx.now()
         note = write_note(store, screened, untrusted=False, who="owner", session=None, time=now)
     click.echo(f"wrote note {note.id}")
 
@@ -176,7 +172,7 @@ def scan_cmd(ctx: Context, fix: bool, as_json: bool) -> None:
         identity = Identity(ctx.home, store)
         with terminal_meter() as meter:
             report = scan_memory(
-                identity, store, allow=allow, fix=fix, time=_now(), sweep=sweep, meter=meter
+                identity, store, allow=allow, fix=fix, time=ctx.now(), sweep=sweep, meter=meter
             )
     if as_json:
         echo_json(

@@ -8,7 +8,6 @@ contract, keys are added, never renamed.
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +107,7 @@ def write_cmd(
             untrusted=False,
             who="owner",
             session=None,
-            time=datetime.now(UTC),
+            time=ctx.now(),
         )
     click.echo(f"{'replaced' if before else 'wrote'} page {page.slug}: {page.title}")
 
@@ -157,7 +156,7 @@ def list_cmd(ctx: Context, as_json: bool) -> None:
 def rm_cmd(ctx: Context, slug: str) -> None:
     """Remove the page SLUG (journalled with its text)."""
     with ctx.store() as store:
-        gone = remove_page(store, slug, who="owner", session=None, time=datetime.now(UTC))
+        gone = remove_page(store, slug, who="owner", session=None, time=ctx.now())
     click.echo(f"removed page {gone.slug}: {gone.title}")
 
 

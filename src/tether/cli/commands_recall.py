@@ -83,12 +83,12 @@ def hit_date(hit: Hit) -> str:
     return "" if hit.time is None else hit.time.astimezone(UTC).strftime("%Y-%m-%d")
 
 
-def as_of(text: str | None) -> tuple[datetime, datetime | None]:
+def as_of(text: str | None, now: datetime) -> tuple[datetime, datetime | None]:
     """(now, until) for ``--as-of``: a day (``2026-11-01``: now is its last moment, until
-    the next midnight, UTC) or a time (ISO 8601; without a zone, UTC); the clock and no
-    limit without it. A bad value: BadInputError naming the option."""
+    the next midnight, UTC) or a time (ISO 8601; without a zone, UTC); ``now`` (the
+    command's clock) and no limit without it. A bad value: BadInputError naming the option."""
     if text is None:
-        return datetime.now(UTC), None
+        return now, None
     try:
         if len(text) == 10:
             day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
@@ -160,7 +160,7 @@ def recall_cmd(
     from tether.recall.home import catch_up_for_recall, find
 
     home = ctx.home
-    now, until = as_of(as_of_text)
+    now, until = as_of(as_of_text, ctx.now())
     if by_session and (timeline or until is not None):
         raise BadInputError("--sessions ranks conversations: use it without --timeline, --as-of")
     with _recall_store(ctx) as store, _vectors(ctx) as vectors:
@@ -221,16 +221,16 @@ def _warn_caught(banked: TetherError | None, index: TetherError | None) -> None:
 
 @contextlib.contextmanager
 def _recall_store(ctx: Context) -> Iterator[Store]:
-    """The home's store; on a disk too full to open it (SQLite cannot make its WAL
-    index), the SQLite file read as it stands, with a warning: recall still answers."""
+    """The home's store (the application's: closed when the command ends); on a disk too
+    full to open it (SQLite cannot make its WAL index), the SQLite file read as it stands,
+    with a warning: recall still answers."""
     from tether.errors import DiskFullError
-    from tether.stores import open_store, sqlite_path
+    from tether.stores import sqlite_path
     from tether.stores.sqlite import SqliteStore
 
     config = ctx.config()
-    store: Store
     try:
-        store = open_store(ctx.home, config)
+        store = ctx.app.store()
     except DiskFullError as exc:
         if config.store.url:
             raise
@@ -239,50 +239,42 @@ def _recall_store(ctx: Context) -> Iterator[Store]:
             "read as it stands (runbook: disk-full)",
             err=True,
         )
-        store = SqliteStore(sqlite_path(ctx.home, config), snapshot=True)
+        snapshot = SqliteStore(sqlite_path(ctx.home, config), snapshot=True)
         # Its writes (recall counts, identity in step) fail read-only: said once above.
         logging.getLogger("tether.memory").setLevel(logging.ERROR)
-    try:
-        yield store
-    finally:
-        store.close()
+        try:
+            yield snapshot
+        finally:
+            snapshot.close()
+        return
+    yield store
 
 
 @contextlib.contextmanager
 def _sweep_reader(ctx: Context) -> Iterator[SweepStore | None]:
-    """The sweep store for recall's facts; None when a full disk keeps it from opening
-    (the facts already mirrored into the index are still found)."""
+    """The sweep store for recall's facts (the application's); None when a full disk
+    keeps it from opening (the facts already mirrored into the index are still found)."""
     from tether.errors import DiskFullError
-    from tether.stores import open_sweep_store
 
     sweep: SweepStore | None
     try:
-        sweep = open_sweep_store(ctx.home, ctx.config(), migrate=False)
+        sweep = ctx.app.sweep(migrate=False)
     except DiskFullError:
         sweep = None
-    try:
-        yield sweep
-    finally:
-        if sweep is not None:
-            sweep.close()
+    yield sweep
 
 
 @contextlib.contextmanager
 def _vectors(ctx: Context) -> Iterator[Vectors | None]:
     """Recall's vectors as ``[recall] vectors`` says (None: lexical); the store must be
     open first (it migrates the file)."""
-    from tether.daemon.vectors import open_vectors
     from tether.errors import DiskFullError
 
     try:
-        vectors = open_vectors(ctx.home, ctx.config())
+        vectors = ctx.vectors()  # the application's: closed when the command ends
     except DiskFullError:  # recall still answers, lexically (the store's warning said why)
         vectors = None
-    try:
-        yield vectors
-    finally:
-        if vectors is not None:
-            vectors.index.close()
+    yield vectors
 
 
 @click.command("reindex")

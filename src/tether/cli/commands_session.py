@@ -207,10 +207,9 @@ def session_show(
 def session_discard(ctx: Context, session_id: str, undo: bool) -> None:
     """Discard a session from the daily sweep: its days are swept without it (the log
     and its recall stay). ``--undo`` takes it back for days not yet swept."""
-    from tether.cli.clock import now
     from tether.sweep.marks import discard
 
-    discard(ctx.home, ctx.store, session_id, undo=undo, time=now())
+    discard(ctx.home, ctx.store, session_id, undo=undo, time=ctx.now())
     click.echo(f"session {session_id} {'kept for' if undo else 'discarded from'} the sweep")
 
 

@@ -7,7 +7,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -111,7 +110,7 @@ def _import(ctx: Context, file: Path, fmt: str) -> None:
     if fmt != "tether":
         _import_transcript(ctx, file, fmt)
         return
-    now = datetime.now(UTC)
+    now = ctx.now()
     with terminal_meter() as meter:
         report = import_jsonl(
             ctx.home, file, now=now, store=ctx.store, config=ctx.config(), meter=meter
@@ -157,7 +156,7 @@ def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
             ctx.home,
             paths,
             harness=harness,
-            now=datetime.now(UTC),
+            now=ctx.now(),
             store=ctx.store,
             config=ctx.config(),
             meter=meter,

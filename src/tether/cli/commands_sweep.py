@@ -3,10 +3,6 @@
 Output is counts, dates, statuses and reason codes only, never memory text; so is the
 telemetry line each ``sweep run`` appends to ``<home>/telemetry/sweep.jsonl`` (the
 runner's, built in ``daemon.compose``).
-
-``TETHER_TEST_NOW`` (an RFC 3339 time with a zone) replaces the wall clock in these
-commands (``cli.clock``). It exists for crash tests that need "the next day" and is not a
-user setting.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from typing import Any
 import click
 import msgspec
 
-from tether.cli.clock import now
 from tether.cli.context import Context, echo_change, echo_json, pass_ctx, utc_stamp
 from tether.config import CONFIG_FILE, Config, load_config_file
 from tether.core.sweep.errors import TimezoneChangedError
@@ -78,8 +73,8 @@ def owner_group() -> None:
 def owner_add(ctx: Context, owner_id: str, tz: str) -> None:
     """Add an owner; the sweep starts with the local day before today."""
     with sweep_store(ctx) as store:
-        owners.ensure_default(store, now())
-        row = owners.add(store, owners.owner_id(owner_id), tz, now())
+        owners.ensure_default(store, ctx.now())
+        row = owners.add(store, owners.owner_id(owner_id), tz, ctx.now())
     click.echo(f"added owner {row.id} ({row.timezone_name}); first day {row.first_date}")
 
 
@@ -89,7 +84,7 @@ def owner_add(ctx: Context, owner_id: str, tz: str) -> None:
 def owner_list(ctx: Context, as_json: bool) -> None:
     """List owners (deleted ones stay listed: their ids are never reused)."""
     with sweep_store(ctx) as store:
-        owners.ensure_default(store, now())
+        owners.ensure_default(store, ctx.now())
         rows = [owner_json(o) for o in owners.listing(store)]
     if as_json:
         echo_json(rows)
@@ -121,7 +116,7 @@ def owner_set_tz(ctx: Context, owner_id: str, tz: str) -> None:
 def owner_delete(ctx: Context, owner_id: str) -> None:
     """Mark an owner deleted, then wipe their memory, receipts and cursor."""
     with sweep_store(ctx) as store:
-        done = owners.delete(store, owners.owner_id(owner_id), now())
+        done = owners.delete(store, owners.owner_id(owner_id), ctx.now())
     click.echo(f"deleted owner {done.owner}: {done.rows_wiped} rows wiped")
 
 
@@ -147,7 +142,7 @@ def sweep_run(
 
     parsed = tuple(parse_date(d) for d in dates)
     chosen = [owners.owner_id(o) for o in owner_ids] or None
-    report = run_sweep(_home(ctx), ctx.config(), now(), chosen, parsed)
+    report = run_sweep(_home(ctx), ctx.config(), ctx.now(), chosen, parsed)
     if as_json:
         echo_json(report_json(report))
     else:
@@ -227,7 +222,7 @@ def worker_cmd(
         url,
         config,
         claimant=claimant,
-        now=now,
+        now=ctx.now,
         once=once,
         lease=timedelta(seconds=lease_s),
         stop=stop,
@@ -415,7 +410,7 @@ def sweep_reconcile(ctx: Context, owner_id: str, day: str | None, as_json: bool)
     only = None if day is None else parse_date(day)
     oid = owners.owner_id(owner_id)
     with sweep_store(ctx) as store:
-        done = reconcile_owner(ctx.home, store, oid, now(), only)
+        done = reconcile_owner(ctx.home, store, oid, ctx.now(), only)
     zone, days, left = done.zone, done.days, done.left
     if as_json:
         echo_json(

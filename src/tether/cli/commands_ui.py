@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import webbrowser
-from typing import TYPE_CHECKING
 
 import click
 
 from tether.cli.context import Context, pass_ctx
-from tether.cli.ui_page import HeldVectors, ui_services
-
-if TYPE_CHECKING:
-    pass
+from tether.cli.ui_page import ui_services
 
 
 @click.command("ui")
@@ -37,16 +33,12 @@ def ui_cmd(ctx: Context, port: int | None, no_open: bool) -> None:
     assert isinstance(services, UiServices)
     sock = bind(DEFAULT_PORT if port is None else port)
     app = build_app(services, sock.getsockname()[1])
-    url = login_url(ctx.home, sock)
+    url = login_url(ctx.home, sock, ctx.now())
     click.echo(f"tether ui for {ctx.home}: open {url}", err=False)
     click.echo("(the address works once; Ctrl-C stops the page)", err=True)
     if not no_open:
         webbrowser.open(url)
-    try:
-        asyncio.run(server_for(app).serve(sockets=[sock]))
-    finally:
-        if isinstance(services.vectors, HeldVectors):
-            services.vectors.close()
+    asyncio.run(server_for(app).serve(sockets=[sock]))  # the application closes at the end
 
 
 COMMANDS = [ui_cmd]

@@ -1,11 +1,12 @@
-"""What every command gets: the home it works on and a way to load its config."""
+"""What every command gets: the home it works on, its application (config, stores,
+vectors, each opened once) and the clock."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,17 +14,27 @@ from typing import TYPE_CHECKING
 import click
 import msgspec
 
-from tether.config import Config, load_config
+from tether.config import Config
+from tether.daemon.app import App, SystemClock
 from tether.home import resolve_home
 
 if TYPE_CHECKING:  # every command imports this module: what only some need loads on use
-    from tether.ports import Store, SweepStore
+    from tether.memory.vectors import Vectors
+    from tether.ports import Clock, Store, SweepStore
     from tether.scan.screen import Screened
 
 
 @dataclass
 class Context:
+    """The home a command works on, and its application (``daemon.app.App``): the one
+    place its config, stores and vectors are opened, each once on first use, and closed
+    when the command ends (``cli.main`` closes it); and its clock."""
+
     home_option: str | None
+    #: The time every command reads (``now``): the wall clock, or the one a test's child
+    #: process runs at (``tether.testing.cli``).
+    clock: Clock = field(default_factory=SystemClock)
+    _app: App | None = field(default=None, init=False, repr=False)
 
     @property
     def home(self) -> Path:
@@ -37,19 +48,25 @@ class Context:
             )
         return home
 
+    @property
+    def app(self) -> App:
+        """The home's application, made on first use (it opens nothing until asked)."""
+        if self._app is None:
+            self._app = App(self.home, clock=self.clock)
+        return self._app
+
+    def now(self) -> datetime:
+        """The time (UTC), as every command reads it."""
+        return self.clock.now()
+
     def config(self) -> Config:
-        return load_config(self.home)
+        return self.app.config
 
     @contextlib.contextmanager
     def store(self) -> Iterator[Store]:
-        """The home's store, opened as ``[store]`` says and closed on the way out."""
-        from tether.stores import open_store  # on use: commands that need none start faster
-
-        store = open_store(self.home, self.config())
-        try:
-            yield store
-        finally:
-            store.close()
+        """The home's store, opened as ``[store]`` says (once: the application keeps it
+        until the command ends)."""
+        yield self.app.store()
 
     def sweep_reader(self) -> AbstractContextManager[SweepStore]:
         """The home's sweep store as a reader, for what recall and the memory scan read of
@@ -59,14 +76,18 @@ class Context:
 
     @contextlib.contextmanager
     def sweep_store(self, *, migrate: bool = True) -> Iterator[SweepStore]:
-        """The home's sweep store (its tables made when ``migrate``), closed on the way out."""
-        from tether.stores import open_sweep_store
+        """The home's sweep store (its tables made when ``migrate``), kept by the
+        application until the command ends."""
+        yield self.app.sweep(migrate=migrate)
 
-        sweep = open_sweep_store(self.home, self.config(), migrate=migrate)
-        try:
-            yield sweep
-        finally:
-            sweep.close()
+    def vectors(self) -> Vectors | None:
+        """Recall's vectors as ``[recall] vectors`` says (None: lexical), opened once."""
+        return self.app.vectors()
+
+    def close(self) -> None:
+        """Close what the command opened (``cli.main``, when the command ends)."""
+        if self._app is not None:
+            self._app.close()
 
     def screen(self, text: str, *, what: str, redact: bool) -> Screened:
         """``text`` on its way into durable memory: refused (exit 2) when it holds a

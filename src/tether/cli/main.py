@@ -10,13 +10,16 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tether.cli.context import Context, shown
 from tether.errors import DiskFullError, TetherError
 from tether.home import PRIVATE_UMASK
+
+if TYPE_CHECKING:
+    from tether.ports import Clock
 
 #: Where each command is: its name -> the module of ``tether.cli`` that has it in
 #: ``COMMANDS`` (top level) or ``MEMORY_COMMANDS`` (under ``memory``): one module per
@@ -283,7 +286,10 @@ def _usage_error(exc: click.UsageError, command_path: str) -> None:
 @click.pass_context
 def cli(ctx: click.Context, home_option: str | None) -> None:
     """tether: a memory for long-lived LLM agents."""
-    ctx.obj = Context(home_option)
+    # ``main(clock=)`` hands a clock in as the root's obj (``tether.testing.cli``).
+    clock = ctx.obj
+    ctx.obj = Context(home_option) if clock is None else Context(home_option, clock=clock)
+    ctx.call_on_close(ctx.obj.close)  # what the command opened, closed once at its end
 
 
 @cli.group(
@@ -308,14 +314,16 @@ def _not_utf8(args: list[str]) -> int | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, *, clock: Clock | None = None) -> None:
+    """The command line ``argv`` (else ``sys.argv``); ``clock``: the time its command
+    reads instead of the wall clock (tests' child processes, ``tether.testing.cli``)."""
     os.umask(PRIVATE_UMASK)  # what any command creates in the home is the owner's alone
     args = sys.argv[1:] if argv is None else argv
     bad = _not_utf8(args)
     if bad is not None:  # the argument itself is not echoed: it may be half a secret
         click.echo(f"tether: error: argument {bad} is not UTF-8 text", err=True)
         sys.exit(2)
-    cli.main(args=args, prog_name="tether")
+    cli.main(args=args, prog_name="tether", obj=clock)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,7 +8,7 @@ import socket
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -24,9 +24,10 @@ from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, SweepConfig, load_config
 from tether.core.memory_block import BlockFact
 from tether.core.scheduling import Priority
+from tether.daemon.app import App, FixedClock
 from tether.daemon.harvest import HarvestQueue
 from tether.daemon.recallable import CatchUp
-from tether.daemon.vectors import VectorIndexer, open_vectors
+from tether.daemon.vectors import VectorIndexer
 from tether.errors import BadInputError, EmbeddedModelError, ExtraMissingError, TetherError
 from tether.extract.calls import CallLog
 from tether.extract.extractor import Extractor
@@ -38,7 +39,6 @@ from tether.ports import Clock, Llm, Producer, Store, SweepStore
 from tether.records import Completion, CompletionRequest
 from tether.scan.allow import home_allow
 from tether.scheduler import Job, Scheduler
-from tether.stores import open_store, open_sweep_store
 from tether.sweep import owners as sweep_owners
 from tether.sweep.model import Call, ModelProducer
 from tether.sweep.onboarding import OnboardingProducer
@@ -48,13 +48,6 @@ from tether.sweep.runner import Runner, RunReport, members
 from tether.sweep.stage import FileStages, lease_for
 from tether.sweep.telemetry import TELEMETRY_FILE, RunLog
 from tether.tools.box import ToolBox
-
-
-class SystemClock:
-    """The wall clock, in UTC. Only the composition root reads it."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 def build_llm(config: Config) -> Llm:
@@ -101,50 +94,52 @@ class Runtime:
     llm: Llm
     http: httpx.AsyncClient
     agent: Agent
+    #: Where the store, sweep store, vectors, model and budget came from; it closes them.
+    app: App
     #: Recall's vectors and their indexer (``[recall] vectors``); None: lexical recall.
     vectors: VectorIndexer | None = None
 
     async def aclose(self) -> None:
-        await self.llm.aclose()
-        await self.http.aclose()
         try:
-            if self.agent.budget is not None:
-                self.agent.budget.flush()  # settles kept for the next call's write
+            await self.http.aclose()
         finally:
             if self.vectors is not None:
-                self.vectors.close()
-            self.sweep.close()
-            self.store.close()
+                self.vectors.stop()  # the pass running ends first; the app closes the index
+            # the model's client, then the budget's settles, the vectors, the stores
+            await self.app.aclose()
 
 
 def build_runtime(
-    home: Path, config: Config, *, clock: Clock | None = None, llm: Llm | None = None
+    home: Path,
+    config: Config,
+    *,
+    clock: Clock | None = None,
+    llm: Llm | None = None,
+    app: App | None = None,
 ) -> Runtime:
-    store = open_store(home, config)
+    """The agent and what it runs on, from ``app`` (else an application of its own over
+    ``home``, ``config``, ``clock`` and ``llm``); ``Runtime.aclose`` closes the app."""
+    app = app if app is not None else App(home, config, clock=clock, llm=llm)
     try:
-        sweep = open_sweep_store(home, config, migrate=False)
+        store = app.store()
+        sweep = app.sweep(migrate=False)
+        model = app.llm()
+        vectors = app.vectors()
+        budget = app.budget()
     except BaseException:
-        store.close()
-        raise
-    try:
-        model = llm if llm is not None else build_llm(config)
-        vectors = open_vectors(home, config)
-    except BaseException:
-        sweep.close()
-        store.close()
+        app.close()
         raise
     indexer = None if vectors is None else VectorIndexer(vectors)
     http = httpx.AsyncClient(headers={"user-agent": "tether"})
     tools = ToolBox(home, store, config, http, sweep=sweep, vectors=vectors)
-    clock = clock or SystemClock()
     agent = Agent(
         home=home,
         config=config,
         store=store,
         llm=model,
         tools=tools,
-        clock=clock,
-        budget=build_budget(home, config, store, clock, sweep),
+        clock=app.clock,
+        budget=budget,
         n_ctx=planned_n_ctx(config),
         facts=lambda: home_facts(sweep, home),
         indexed=None if indexer is None else indexer.poke,
@@ -157,6 +152,7 @@ def build_runtime(
         llm=model,
         http=http,
         agent=agent,
+        app=app,
         vectors=indexer,
     )
 
@@ -170,17 +166,21 @@ def sweep_runner(
     call: Call | None = None,
     llm: Llm | None = None,
     clock: Clock | None = None,
+    app: App | None = None,
 ) -> Iterator[Runner]:
     """The daily sweep's runner over the home's sweep store (opened, migrated, closed on
     the way out): as producer the home's staged packets, and with ``main`` (the store
     holding the day's rows), ``call`` and ``llm`` the model pass over each completed day
     (``sweep.model``) behind them; ``[sweep]`` and its cohort, the home's allow-list (read
     first: a broken allow file stops the run before any write), a claimant unique to this
-    process, and a telemetry line per run in ``<home>/telemetry/sweep.jsonl``."""
+    process, and a telemetry line per run in ``<home>/telemetry/sweep.jsonl``. The sweep
+    store is ``app``'s (else an application's of its own, closed on the way out)."""
     allow = home_allow(home)
     claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    store = open_sweep_store(home, config)
+    own = app is None
+    app = App(home, config, clock=clock) if app is None else app
     try:
+        store = app.sweep()
         producer: Producer = StagingPacketReader(home)
         onboarding = None
         if main is not None and call is not None and llm is not None:
@@ -204,7 +204,7 @@ def sweep_runner(
                     on_malformed=llm.malformed if isinstance(llm, MeteredLlm) else None,
                 ),
                 config=config.sweep,
-                clock=(clock or SystemClock()).now,
+                clock=(clock or app.clock).now,
                 allow=allow,
                 staged=producer,
                 lease=lease_for(config.llm.timeout_s),
@@ -223,7 +223,8 @@ def sweep_runner(
             onboarding=onboarding,
         )
     finally:
-        store.close()
+        if own:
+            app.close()
 
 
 def worker_runner(
@@ -247,16 +248,6 @@ def worker_runner(
         claimant=claimant,
         lease=lease,
     )
-
-
-class FixedClock:
-    """A clock stopped at one time (a one-off ``sweep run`` at ``now``)."""
-
-    def __init__(self, time: datetime) -> None:
-        self.time = time
-
-    def now(self) -> datetime:
-        return self.time
 
 
 class AbsentLlm:
@@ -302,39 +293,31 @@ def run_sweep(
         with sweep_runner(home, config) as runner:
             return runner.run(now, owners, dates)
     model = llm if llm is not None else sweep_llm(config)
-    main = open_store(home, config)
-    try:
+    with App(home, config, clock=FixedClock(now)) as app:  # the run's time, all through
+        main = app.store()
+        app.sweep()  # migrated, once: the budget's zone and the runner read it
         with anyio.from_thread.start_blocking_portal() as portal:
             try:
-                reader = open_sweep_store(home, config)
-                try:
-                    budget = build_budget(home, config, main, FixedClock(now), reader)
-                finally:
-                    reader.close()
+                budget = app.budget()  # its settles written when the app closes
                 # One process, nothing else on the slots: metered with no slot gate.
                 metered = MeteredLlm(
                     model,
                     Meter(budget, None, config.llm.max_tokens),
                     "sweep",
                     priority=Priority.SWEEP,
-                    calls=CallLog(home, "sweep", now=lambda: now),
+                    calls=CallLog(home, "sweep", now=app.now),
                 )
                 call = metered.blocking(portal.call)
                 with sweep_runner(
-                    home, config, main=main, call=call, llm=metered, clock=FixedClock(now)
+                    home, config, main=main, call=call, llm=metered, app=app
                 ) as runner:
                     sweep_owners.ensure_default(runner.store, now)
                     for o in owners or ():
                         sweep_owners.get(runner.store, o)
-                    try:
-                        return runner.run(now, owners, dates)
-                    finally:
-                        budget.flush()
+                    return runner.run(now, owners, dates)
             finally:
                 if llm is None:
                     portal.call(model.aclose)
-    finally:
-        main.close()
 
 
 @contextlib.contextmanager
@@ -343,43 +326,40 @@ def harvest_queue(runtime: Runtime) -> Iterator[HarvestQueue]:
     model on the background slot (behind its gate), facts into the sweep store (migrated,
     with the default owner), ``[checkpoint] auto_writeback`` re-read for every segment."""
     home = runtime.home
-    sweep = open_sweep_store(home, runtime.config)
-    try:
-        sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
-        slot = runtime.config.slots.background
-        config = runtime.config
-        counted = MeteredLlm(
-            runtime.llm,
-            runtime.agent.meter,
-            "harvest",
-            priority=Priority.TOOL_SUMMARY,
-            calls=CallLog(home, "harvest", now=runtime.agent.clock.now),
-        )
-        extractor = Extractor(
-            counted,
-            slot=slot,
-            max_tokens=config.llm.max_tokens,
-            form=config.extract.resolved_form(config.llm),
-            on_malformed=counted.malformed,
-        )
+    sweep = runtime.app.sweep()  # migrated; the runtime's app closes it
+    sweep_owners.ensure_default(sweep, runtime.agent.clock.now())
+    slot = runtime.config.slots.background
+    config = runtime.config
+    counted = MeteredLlm(
+        runtime.llm,
+        runtime.agent.meter,
+        "harvest",
+        priority=Priority.TOOL_SUMMARY,
+        calls=CallLog(home, "harvest", now=runtime.agent.clock.now),
+    )
+    extractor = Extractor(
+        counted,
+        slot=slot,
+        max_tokens=config.llm.max_tokens,
+        form=config.extract.resolved_form(config.llm),
+        on_malformed=counted.malformed,
+    )
 
-        def writeback() -> bool | None:
-            return load_config(home).checkpoint.auto_writeback
+    def writeback() -> bool | None:
+        return load_config(home).checkpoint.auto_writeback
 
-        harvester = Harvester(
-            home,
-            extractor,
-            sweep,
-            page_exists=lambda slug: runtime.store.get_page(slug) is not None,
-            writeback=writeback,
-            now=runtime.agent.clock.now,
-            mode=config.extract.resolved_mode(config.llm),
-            chunk_chars=config.extract.resolved_chunk_chars(config.llm),
-        )
-        catch_up = CatchUp(home, runtime.store, runtime.vectors, slot=config.slots.main)
-        yield HarvestQueue(home, harvester, runtime.agent.clock, recallable=catch_up)
-    finally:
-        sweep.close()
+    harvester = Harvester(
+        home,
+        extractor,
+        sweep,
+        page_exists=lambda slug: runtime.store.get_page(slug) is not None,
+        writeback=writeback,
+        now=runtime.agent.clock.now,
+        mode=config.extract.resolved_mode(config.llm),
+        chunk_chars=config.extract.resolved_chunk_chars(config.llm),
+    )
+    catch_up = CatchUp(home, runtime.store, runtime.vectors, slot=config.slots.main)
+    yield HarvestQueue(home, harvester, runtime.agent.clock, recallable=catch_up)
 
 
 async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) -> Harvested:
@@ -391,19 +371,20 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
     ex = config.extract
     llm: Llm | None = None
     absent: str | None = None
-    if ex.resolved_mode(config.llm) != "extractive":
-        try:
-            llm = build_llm(config)
-        except (ExtraMissingError, EmbeddedModelError) as exc:
-            absent = f"model_absent: {exc}"
-    store = open_store(home, config)
-    sweep = open_sweep_store(home, config)
+    app = App(home, config)
     try:
-        clock = SystemClock()
+        if ex.resolved_mode(config.llm) != "extractive":
+            try:
+                llm = app.llm()
+            except (ExtraMissingError, EmbeddedModelError) as exc:
+                absent = f"model_absent: {exc}"
+        store = app.store()
+        sweep = app.sweep()
+        clock = app.clock
         sweep_owners.ensure_default(sweep, clock.now())
         slot = config.slots.background
         extractor = None
-        budget = build_budget(home, config, store, clock, sweep)
+        budget = app.budget()  # its settles written when the app closes
         if llm is not None:
             counted = MeteredLlm(
                 llm,
@@ -430,15 +411,10 @@ async def harvest_now(home: Path, config: Config, segment: str, *, lane: str) ->
             chunk_chars=ex.resolved_chunk_chars(config.llm),
             absent=absent,
         )
-        try:
-            return await harvester.harvest(segment, lane=lane)
-        finally:
-            budget.flush()
+        return await harvester.harvest(segment, lane=lane)
     finally:
-        if llm is not None:
-            await llm.aclose()
-        sweep.close()
-        store.close()
+        # the model's client (when one was loaded), the budget's settles, the stores
+        await app.aclose()
 
 
 def build_scheduler(runtime: Runtime, jobs: Sequence[Job]) -> Scheduler:

@@ -23,6 +23,7 @@ import uvicorn
 
 from tether.config import Config
 from tether.daemon.api import RUN_DIR, build_app, socket_accepts, socket_path
+from tether.daemon.app import App
 from tether.daemon.compose import build_runtime, build_scheduler, harvest_queue
 from tether.daemon.home_lock import OwnSocket, home_lock
 from tether.daemon.sweep_loop import SweepLoop
@@ -102,20 +103,32 @@ class _Quiet(uvicorn.Server):
 
 
 async def serve(
-    home: Path, config: Config, *, clock: Clock | None = None, beside: Beside | None = None
+    home: Path,
+    config: Config,
+    *,
+    clock: Clock | None = None,
+    beside: Beside | None = None,
+    application: App | None = None,
 ) -> None:
+    """The daemon until stopped, over ``application`` (the one the page ``beside`` takes
+    its stores from too; else one of its own at ``clock``), closed when it stops."""
     # The home's lock before anything else: a second daemon opens no store, binds no
     # socket and runs no cron minute (runbook: serve-home-locked).
     with home_lock(home):
-        await _serve(home, config, clock=clock, beside=beside)
+        await _serve(home, config, clock=clock, beside=beside, application=application)
 
 
 async def _serve(
-    home: Path, config: Config, *, clock: Clock | None = None, beside: Beside | None = None
+    home: Path,
+    config: Config,
+    *,
+    clock: Clock | None = None,
+    beside: Beside | None = None,
+    application: App | None = None,
 ) -> None:
     jobs = load_jobs(home)  # an invalid job file refuses the start (runbook: jobs-invalid)
     path = prepare_run_dir(home)
-    runtime = build_runtime(home, config, clock=clock)
+    runtime = build_runtime(home, config, clock=clock, app=application)
     try:
         scheduler = build_scheduler(runtime, jobs)
         scheduler.recover()  # we are the home's only daemon: close a dead one's runs
@@ -181,10 +194,10 @@ async def _serve(
         log.info("stopped")
 
 
-def run(home: Path, config: Config, beside: Beside | None = None) -> None:
+def run(home: Path, config: Config, beside: Beside | None = None, app: App | None = None) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
     )
     # httpx logs every request at INFO; the daemon's own line per turn is the log.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    asyncio.run(serve(home, config, beside=beside))
+    asyncio.run(serve(home, config, beside=beside, application=app))

@@ -98,6 +98,10 @@ class VectorIndexer:
             log.warning("embedding rows for recall failed: %s", exc)
             return 0
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Wait for the pass running; cancel any queued (the index stays open)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        self.stop()
         self.vectors.index.close()

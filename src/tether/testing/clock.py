@@ -20,3 +20,13 @@ class StepClock:
 
     def advance(self, delta: timedelta) -> None:
         self.current += delta
+
+
+class StoppedClock:
+    """Always ``time``: a child process that runs at one moment (``tether.testing.cli``)."""
+
+    def __init__(self, time: datetime) -> None:
+        self.time = time
+
+    def now(self) -> datetime:
+        return self.time

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from http.cookies import SimpleCookie
 from importlib.resources import files
 from pathlib import Path
@@ -33,6 +33,7 @@ from tether.ui.auth import COOKIE, SESSION_TTL, UiAuth, csrf_ok, csrf_token
 
 if TYPE_CHECKING:
     from tether.memory.vectors import Vectors
+    from tether.ports import Store, SweepStore
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -52,14 +53,19 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 @dataclass(frozen=True)
 class UiServices:
-    """What the page works with, given by whoever starts it (the CLI).
+    """What the page works with, given by whoever starts it (the CLI, from its
+    application, ``daemon.app.App``: the page opens nothing itself).
 
-    ``vectors``: recall's vectors, opened on the first recall and held for the page's
-    life (one matrix in memory, not one per request), or None: recall is lexical."""
+    ``now``: the application's clock. ``store`` and ``sweep`` (``migrate``: with the
+    sweep's tables made; else a reader): opened by the first request that needs them and
+    held for the page's life, as is ``vectors``: recall's vectors (one matrix in memory,
+    not one per request), or None: recall is lexical."""
 
     home: Path
     config: Config
-    now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    now: Callable[[], datetime]
+    store: Callable[[], Store]
+    sweep: Callable[[bool], SweepStore]
     vectors: Callable[[], Vectors | None] = lambda: None
 
 

@@ -5,7 +5,7 @@ or beside the daemon's socket in ``tether serve``'s process."""
 from __future__ import annotations
 
 import socket
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import uvicorn
@@ -32,10 +32,11 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
-def login_url(home: Path, sock: socket.socket, now: datetime | None = None) -> str:
-    """The address that logs one browser in, once: a fresh token whose hash is stored."""
+def login_url(home: Path, sock: socket.socket, now: datetime) -> str:
+    """The address that logs one browser in, once: a fresh token whose hash is stored
+    (issued at ``now``)."""
     port = sock.getsockname()[1]
-    token = UiAuth(home).issue_login(now or datetime.now(UTC))
+    token = UiAuth(home).issue_login(now)
     return f"http://{LOOPBACK}:{port}/login?token={token}"
 
 

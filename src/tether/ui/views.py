@@ -28,26 +28,15 @@ View = tuple[str, dict[str, Any]]
 
 @contextlib.contextmanager
 def store_of(s: UiServices) -> Iterator[Store]:
-    from tether.stores import open_store
-
-    store = open_store(s.home, s.config)
-    try:
-        yield store
-    finally:
-        store.close()
+    """The home's store, as the page holds it (``UiServices.store``: opened once)."""
+    yield s.store()
 
 
 @contextlib.contextmanager
 def sweep_of(s: UiServices, *, migrate: bool = False) -> Iterator[SweepStore]:
     """The sweep store: as a reader for recall and the memory scan, with its tables made
-    (``migrate``) for the sweep's own listings, as the CLI opens each."""
-    from tether.stores import open_sweep_store
-
-    sweep = open_sweep_store(s.home, s.config, migrate=migrate)
-    try:
-        yield sweep
-    finally:
-        sweep.close()
+    (``migrate``) for the sweep's own listings, as the CLI takes each (held by the page)."""
+    yield s.sweep(migrate)
 
 
 def _page(request: Request) -> int:
