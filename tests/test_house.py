@@ -122,8 +122,9 @@ IMPURE = frozenset(
 CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "monotonic", "perf_counter"})
 
 #: The only files whose SQL may name the sweep's tables (``sweep_owner``, ``sweep_fact`` ...):
-#: the sweep stores, ``stores/sqlite_sweep*.py`` and ``stores/postgres_sweep*.py``.
-SWEEP_SQL_PREFIX = ("stores/sqlite_sweep", "stores/postgres_sweep")
+#: the sweep store, ``stores/sweep*.py`` (written once for both backends) and each
+#: backend's own ``stores/sqlite_sweep*.py`` and ``stores/postgres_sweep*.py``.
+SWEEP_SQL_PREFIX = ("stores/sweep", "stores/sqlite_sweep", "stores/postgres_sweep")
 _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|FROM|JOIN|ALTER)\b")
 _SWEEP_TABLE = re.compile(r"\bsweep_[a-z_]+\b")
 

@@ -163,7 +163,7 @@ MIGRATIONS: tuple[str, ...] = (
          THEN text || coalesce(' ' || seg, '') ELSE '' END)
         VIRTUAL;
     """,
-    # 5: the budget gate's spend ledger (``sqlite_budget``): one row per gated model call,
+    # 5: the budget gate's spend ledger (``budget``): one row per gated model call,
     # and per local day and kind the running total the gate checks, so a check reads a
     # handful of rows however many calls the day has had.
     """
@@ -192,7 +192,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, kind)
     ) WITHOUT ROWID;
     """,
-    # 6: what the sweep's producer reads of a day (``sqlite_days``): log rows by time and
+    # 6: what the sweep's producer reads of a day (``days``): log rows by time and
     # by session and turn, each session's owner, discard, folder, onboarding mark and
     # open turn, the epoch summaries compactions wrote, and the session-day digests.
     """

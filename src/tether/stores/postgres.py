@@ -4,8 +4,8 @@ database server (several daemons, a fleet of sweep workers).
 Each owner's rows are in the owner's own schema (``postgres_conn``: tenancy without an
 owner column); the schema is ``postgres_schema``'s migrations; search is
 ``postgres_search`` over ``postgres_text``'s FTS5-equal tokens; what the sweep reads of
-a day and the budget ledger are ``postgres_days``; memory text for the scan is
-``postgres_cells``.
+a day (``days``) and the budget ledger (``budget``) are written once for both stores;
+memory text for the scan is ``postgres_cells``.
 
 Every operation is one transaction run by ``PgStore.run`` (retried where that is safe).
 Writes that read before they write, as SQLite's ``BEGIN IMMEDIATE`` does, take an
@@ -40,10 +40,11 @@ from tether.records import (
 from tether.stores import postgres_cells as cells
 from tether.stores import postgres_search as search
 from tether.stores import postgres_text as text
+from tether.stores.budget import BudgetLedger
+from tether.stores.days import Days
+from tether.stores.dialect import EPOCH, MICRO, POSTGRES, Sql, T
 from tether.stores.postgres_conn import PgPool, PgStore
-from tether.stores.postgres_days import PostgresDays
 from tether.stores.sqlite_file import from_iso, iso, utc
-from tether.stores.sqlite_search import EPOCH, MICRO
 
 Conn = psycopg.Connection[Any]
 _ASIDE = frozenset({"assistant", "tool_call", "summary"})
@@ -106,7 +107,7 @@ def lock(c: Conn, schema: str, name: str) -> None:
     c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{schema}/{name}",))
 
 
-class PostgresStore(PostgresDays):
+class PostgresStore(BudgetLedger, Days):
     """``tether.ports.Store`` in one owner's schema of a PostgreSQL database. Safe to use
     from several threads (a pool of connections); close it when done."""
 
@@ -138,6 +139,19 @@ class PostgresStore(PostgresDays):
 
     def _r(self, doing: str, work: Callable[[Conn], Any]) -> Any:
         return self.pg.run(doing, work, write=False)
+
+    def _in_write(
+        self,
+        doing: str,
+        work: Callable[[Sql], T],
+        *,
+        guard: str | None = None,
+        durable: bool = True,  # noqa: ARG002 - the server's commit is always its own
+    ) -> T:
+        return cast(T, self._w(doing, lambda c: work(Sql(c, POSTGRES)), guard=guard))
+
+    def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
+        return cast(T, self._r(doing, lambda c: work(Sql(c, POSTGRES))))
 
     # -- the index over session logs ---------------------------------------------------
 

@@ -12,9 +12,10 @@ from typing import Any
 import psycopg
 
 from tether.records import TextCell
+from tether.stores import dialect
 from tether.stores import postgres_text as text
+from tether.stores.dialect import POSTGRES, Sql
 from tether.stores.sqlite_cells import CELLS
-from tether.stores.sqlite_file import TEXT_BATCH
 
 Conn = psycopg.Connection[Any]
 
@@ -22,22 +23,8 @@ Conn = psycopg.Connection[Any]
 def text_rows(
     c: Conn, table: str, keys: tuple[str, ...], column: str, *, extra: str = "", only: str = ""
 ) -> Iterator[tuple[Any, ...]]:
-    """As ``sqlite_file.text_rows``: key columns, the column, ``extra``; in key order,
-    ``TEXT_BATCH`` rows a query, each after the last key seen."""
-    cols = ", ".join(keys)
-    after: tuple[Any, ...] | None = None
-    while True:
-        where = f"({cols}) > ({', '.join(['%s'] * len(keys))}) AND " if after else ""
-        rows = c.execute(
-            f"SELECT {cols}, {column}{extra} FROM {table} AS t "
-            f"WHERE {where}{only}{column} IS NOT NULL AND {column} <> '' "
-            f"ORDER BY {cols} LIMIT %s",
-            (*(after or ()), TEXT_BATCH),
-        ).fetchall()
-        yield from (tuple(r) for r in rows)
-        if len(rows) < TEXT_BATCH:
-            return
-        after = tuple(rows[-1][: len(keys)])
+    """``dialect.text_rows`` on a pooled connection."""
+    return dialect.text_rows(Sql(c, POSTGRES), table, keys, column, extra=extra, only=only)
 
 
 def read_cells(c: Conn, visit: Callable[[TextCell], None]) -> None:

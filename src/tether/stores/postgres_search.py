@@ -24,7 +24,7 @@ import psycopg
 
 from tether.records import Found, Hit, SearchQuery
 from tether.stores import postgres_text as text
-from tether.stores.sqlite_search import EPOCH, MICRO
+from tether.stores.dialect import EPOCH, MICRO
 
 K1 = 1.2
 B = 0.75

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 
 from tether.records import ClaimedDay
+from tether.stores.dialect import iso
 from tether.stores.postgres_conn import PgStore
-from tether.stores.sqlite_file import iso
 
 Conn = psycopg.Connection[Any]
 

@@ -14,11 +14,11 @@ Layout (migrations 1 to 6):
   number and taint there, so an incremental pass resumes exactly.
 - ``note``, ``page``, ``journal``, ``recall_log``: the memory itself; never touched by
   ``reset_index``.
-- ``budget_spend``, ``budget_total``: the budget gate's spend ledger (``sqlite_budget``),
+- ``budget_spend``, ``budget_total``: the budget gate's spend ledger (``budget``),
   committed with ``synchronous=NORMAL``: a restart keeps it, a power cut may lose the
   last calls' rows.
 - ``session_meta``, ``epoch_summary``, ``session_digest``: what the sweep reads of a day
-  besides the log rows (``sqlite_days``).
+  besides the log rows (``days``, written once for both stores).
 
 Concurrency: one connection per store object, guarded by a lock, so a store may be
 handed between threads but runs one operation at a time. Other processes may use the same
@@ -45,7 +45,6 @@ from tether.core.memory_block import Entry
 from tether.core.sweep.state import Fact
 from tether.errors import StoreVersionError
 from tether.records import (
-    BudgetReason,
     Found,
     Hit,
     HitKind,
@@ -56,29 +55,25 @@ from tether.records import (
     Page,
     RecallStat,
     SearchQuery,
-    SpendRow,
-    SpendSettle,
-    SpentToday,
     TextCell,
 )
-from tether.stores import sqlite_budget as budget
 from tether.stores import sqlite_cells as cells
 from tether.stores import sqlite_mirror as mirror
 from tether.stores import sqlite_search as fts
+from tether.stores.budget import BudgetLedger
+from tether.stores.days import Days
+from tether.stores.dialect import SQLITE, Sql, T, micros
 from tether.stores.migrations import AFTER, FTS_TABLE, MIGRATIONS, migrate
-from tether.stores.sqlite_days import SqliteDays
 from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, tables, utc
 
 BUSY_TIMEOUT_MS = 10_000
 
 _LOG_KINDS = "('turn', 'summary')"
-_EPOCH = fts.EPOCH
-_MICRO = fts.MICRO
 _tags = msgspec.json.Decoder(tuple[str, ...])
 
 
 def _micros(time: datetime) -> int:
-    return (utc(time) - _EPOCH) // _MICRO
+    return micros(utc(time))
 
 
 def _page_text(page: Page) -> str:
@@ -86,7 +81,7 @@ def _page_text(page: Page) -> str:
     return f"{text}\ntags: {', '.join(page.tags)}" if page.tags else text
 
 
-class SqliteStore(SqliteDays, SqliteFile):
+class SqliteStore(BudgetLedger, Days, SqliteFile):
     """``tether.ports.Store`` over one SQLite file. Use from one thread at a time (a lock
     enforces it); close it when done (or use it as a context manager)."""
 
@@ -129,6 +124,21 @@ class SqliteStore(SqliteDays, SqliteFile):
     def _read(self, doing: str) -> Iterator[sqlite3.Connection]:
         with self._lock, self._errors(doing):
             yield self._c()
+
+    def _in_write(
+        self,
+        doing: str,
+        work: Callable[[Sql], T],
+        *,
+        guard: str | None = None,  # noqa: ARG002 - BEGIN IMMEDIATE holds the whole file
+        durable: bool = True,
+    ) -> T:
+        with self._write(doing, durable=durable) as c:
+            return work(Sql(c, SQLITE))
+
+    def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
+        with self._read(doing) as c:
+            return work(Sql(c, SQLITE))
 
     def _migrate(self) -> None:
         migrate(
@@ -456,52 +466,6 @@ class SqliteStore(SqliteDays, SqliteFile):
                 r[0]: RecallStat(ref=r[0], count=r[1], last=from_iso(r[2]) if r[2] else None)
                 for r in rows
             }
-
-    # -- the budget gate's spend ledger (sqlite_budget) ----------------------------------
-
-    def budget_reserve(
-        self,
-        row: SpendRow,
-        decide: Callable[[SpentToday], BudgetReason | None],
-        settles: Sequence[SpendSettle] = (),
-    ) -> SpendRow:
-        with self._write("reserving a model call's budget", durable=False) as c:
-            return budget.reserve(c, row, decide, settles)
-
-    def budget_settle_all(self, settles: Sequence[SpendSettle]) -> None:
-        if not settles:
-            return
-        with self._write("settling model calls' budget", durable=False) as c:
-            budget.settle_all(c, settles)
-
-    def budget_settle(
-        self,
-        spend_id: int,
-        *,
-        tokens: int,
-        usd: float,
-        cache_n: int = 0,
-        prompt_n: int = 0,
-        predicted_n: int = 0,
-    ) -> bool:
-        with self._write("settling a model call's budget", durable=False) as c:
-            return budget.settle(
-                c,
-                spend_id,
-                tokens=tokens,
-                usd=usd,
-                cache_n=cache_n,
-                prompt_n=prompt_n,
-                predicted_n=predicted_n,
-            )
-
-    def budget_spent(self, day: str, kind: str) -> SpentToday:
-        with self._read("reading the day's spend") as c:
-            return budget.spent(c, day, kind)
-
-    def budget_rows(self, since: str | None = None) -> list[SpendRow]:
-        with self._read("reading the spend ledger") as c:
-            return budget.rows(c, since)
 
 
 def _count_docs(c: sqlite3.Connection, delta: int) -> None:

@@ -8,8 +8,8 @@
   disk (``SQLITE_FULL``, or an I/O error with no room left) becomes ``DiskFullError``.
 - Transactions are explicit (``isolation_level=None``): ``begun`` commits at the end of
   the block and rolls back on any exception, which propagates.
-- Times are stored as fixed-width UTC text (``iso``), so SQL ``max()`` and ``ORDER BY``
-  sort them by time; a naive datetime is refused.
+- Times are stored as fixed-width UTC text (``dialect.iso``), so SQL ``max()`` and
+  ``ORDER BY`` sort them by time; a naive datetime is refused.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
 from tether.errors import DiskFullError, StoreError
+from tether.stores import dialect
+from tether.stores.dialect import SQLITE, TEXT_BATCH, Sql, from_iso, iso, utc
 from tether.stores.sqlite_health import note_lost_wal
 
 #: SQLite's primary result codes for a full disk and a failed read or write.
@@ -51,21 +52,6 @@ def disk_full(exc: sqlite3.Error, path: Path) -> bool:
     return room.f_bavail * room.f_frsize < _NEARLY_FULL
 
 
-def utc(time: datetime) -> datetime:
-    if time.tzinfo is None or time.utcoffset() is None:
-        raise ValueError(f"naive datetime {time.isoformat()}: times in the store are UTC")
-    return time.astimezone(UTC)
-
-
-def iso(time: datetime) -> str:
-    """Fixed-width UTC text, so SQL ``max()`` and ``ORDER BY`` sort it by time."""
-    return utc(time).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def from_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
 @contextlib.contextmanager
 def begun(c: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
     """``begin``, then COMMIT at the end of the block; ROLLBACK on any exception."""
@@ -84,10 +70,6 @@ def tables(c: sqlite3.Connection) -> set[str]:
     return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-#: Rows one query of ``text_rows`` reads.
-TEXT_BATCH = 500
-
-
 def text_rows(
     c: sqlite3.Connection,
     table: str,
@@ -97,24 +79,8 @@ def text_rows(
     extra: str = "",
     only: str = "",
 ) -> Iterator[tuple[Any, ...]]:
-    """Each row of ``table`` whose ``column`` holds text, in key order, as its key columns,
-    the column, then the ``extra`` expressions (``, ref``); ``only`` narrows the rows (SQL
-    ending in ``AND``). Read ``TEXT_BATCH`` rows a query, each after the last key seen, so
-    a large journal is never held at once and the scan never restarts from the top."""
-    cols = ", ".join(keys)
-    after: tuple[Any, ...] | None = None
-    while True:
-        where = f"({cols}) > ({', '.join('?' * len(keys))}) AND " if after else ""
-        rows = c.execute(
-            f"SELECT {cols}, {column}{extra} FROM {table} AS t "
-            f"WHERE {where}{only}{column} IS NOT NULL AND {column} != '' "
-            f"ORDER BY {cols} LIMIT ?",
-            (*(after or ()), TEXT_BATCH),
-        ).fetchall()
-        yield from rows
-        if len(rows) < TEXT_BATCH:
-            return
-        after = tuple(rows[-1][: len(keys)])
+    """``dialect.text_rows`` on a file's connection."""
+    return dialect.text_rows(Sql(c, SQLITE), table, keys, column, extra=extra, only=only)
 
 
 class SqliteFile:
@@ -199,3 +165,6 @@ class SqliteFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+__all__ = ["TEXT_BATCH", "SqliteFile", "begun", "from_iso", "iso", "tables", "text_rows", "utc"]

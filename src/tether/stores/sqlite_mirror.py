@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from tether.core import symbols
 from tether.core.memory_block import Entry
 from tether.core.sweep.state import Fact
-from tether.stores.sqlite_search import EPOCH, MICRO, unindex
+from tether.stores.dialect import EPOCH, MICRO
+from tether.stores.sqlite_search import unindex
 
 
 def stamp(c: sqlite3.Connection, name: str) -> str | None:

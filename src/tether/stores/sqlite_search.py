@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from tether.records import Found, Hit, SearchQuery
 from tether.stores import sqlite_fts
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MICRO = timedelta(microseconds=1)
+from tether.stores.dialect import EPOCH, MICRO
 
 _HIT_COLUMNS = "d.kind, d.session, d.turn, d.text, d.tainted, d.ref"
 _FOUND_COLUMNS = "d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time, d.text"

@@ -1,4 +1,4 @@
-"""The sweep's SQLite schema (its own migration track) and row decoding.
+"""The sweep's SQLite schema (its own migration track; the rows are read by ``sweep``).
 
 ``SWEEP_MIGRATIONS[n]`` takes the sweep tables from version n to n + 1, recorded in the
 one-row table ``sweep_schema_version``, independent of the main store's
@@ -6,13 +6,6 @@ one-row table ``sweep_schema_version``, independent of the main store's
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from datetime import date, datetime
-from typing import Any
-
-from tether.core.sweep.state import Fact, JournalRow, Owner, Receipt, StandingTrigger
-from tether.stores.sqlite_file import from_iso
 
 SWEEP_MIGRATIONS: tuple[str, ...] = (
     """
@@ -135,89 +128,3 @@ SWEEP_MIGRATIONS: tuple[str, ...] = (
         CHECK (visibility IN ('private', 'world'));
     """,
 )
-
-
-def _opt_dt(text: str | None) -> datetime | None:
-    return None if text is None else from_iso(text)
-
-
-def _fields(struct: Any) -> dict[str, Any]:
-    return {f: getattr(struct, f) for f in struct.__struct_fields__}
-
-
-def _owner(r: Sequence[Any]) -> Owner:
-    return Owner(
-        id=r[0],
-        timezone_name=r[1],
-        account_generation=r[2],
-        source_generation=r[3],
-        receipt_namespace=r[4],
-        first_date=date.fromisoformat(r[5]),
-        created_at=from_iso(r[6]),
-        deleted_at=_opt_dt(r[7]),
-    )
-
-
-def _fact(r: Sequence[Any]) -> Fact:
-    return Fact(
-        id=r[0],
-        owner=r[1],
-        subject=r[2],
-        entity=r[3],
-        text=r[4],
-        authority=r[5],
-        refs=r[6],
-        origin_receipt=r[7],
-        active=bool(r[8]),
-        created_at=from_iso(r[9]),
-        updated_at=from_iso(r[10]),
-        visibility=r[11],
-    )
-
-
-def _trigger(r: Sequence[Any]) -> StandingTrigger:
-    return StandingTrigger(
-        owner=r[0],
-        id=r[1],
-        condition=r[2],
-        authority=r[3],
-        provenance=r[4],
-        active=bool(r[5]),
-        updated_at=from_iso(r[6]),
-    )
-
-
-def _journal(r: Sequence[Any]) -> JournalRow:
-    return JournalRow(
-        id=r[0],
-        owner=r[1],
-        receipt_id=r[2],
-        time=from_iso(r[3]),
-        who=r[4],
-        action=r[5],
-        target=r[6],
-        before=r[7],
-        after=r[8],
-        evidence=r[9],
-    )
-
-
-def _receipt(r: Sequence[Any]) -> Receipt:
-    return Receipt(
-        id=r[0],
-        owner=r[1],
-        namespace=r[2],
-        local_date=date.fromisoformat(r[3]),
-        kind=r[4],
-        source_key=r[5],
-        ordinal=r[6],
-        account_generation=r[7],
-        source_generation=r[8],
-        digest=r[9],
-        state=r[10],
-        claimant=r[11],
-        lease_until=from_iso(r[12]),
-        attempts=r[13],
-        outcome=r[14],
-        updated_at=from_iso(r[15]),
-    )
