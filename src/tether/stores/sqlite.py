@@ -4,7 +4,8 @@ Layout (migrations 1 to 6):
 
 - ``doc`` holds every searchable row: session-log rows (kind ``turn`` or ``summary``),
   one row per note and page, and rows mirrored from memory.md (``identity``) and the
-  sweep's active facts (``fact``), kept in step by ``sqlite_mirror``. ``doc_fts`` is an
+  sweep's active facts (``fact``), kept in step by ``memory`` (the repositories written
+  once for both stores; this store keeps its text index, FTS5). ``doc_fts`` is an
   external-content FTS5 index (porter-stemmed unicode61) over two columns computed from
   ``doc.text``: ``body`` (user text, notes, pages, identity, facts) and ``aside``
   (assistant replies, tool calls, tool summaries), so a search can weigh them apart.
@@ -34,54 +35,31 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, cast
-
-import msgspec
 
 from tether.core import symbols
-from tether.core.memory_block import Entry
-from tether.core.sweep.state import Fact
 from tether.errors import StoreVersionError
 from tether.records import (
     Found,
     Hit,
-    HitKind,
-    IndexCursor,
-    JournalEntry,
-    LogRow,
-    Note,
-    Page,
-    RecallStat,
     SearchQuery,
     TextCell,
 )
-from tether.stores import sqlite_cells as cells
-from tether.stores import sqlite_mirror as mirror
+from tether.stores import cells
 from tether.stores import sqlite_search as fts
 from tether.stores.budget import BudgetLedger
 from tether.stores.days import Days
-from tether.stores.dialect import SQLITE, Sql, T, micros
+from tether.stores.dialect import SQLITE, Sql, T
+from tether.stores.memory import Doc, MemoryRepo
 from tether.stores.migrations import AFTER, FTS_TABLE, MIGRATIONS, migrate
-from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, tables, utc
+from tether.stores.sqlite_file import SqliteFile, begun, tables
 
 BUSY_TIMEOUT_MS = 10_000
 
 _LOG_KINDS = "('turn', 'summary')"
-_tags = msgspec.json.Decoder(tuple[str, ...])
 
 
-def _micros(time: datetime) -> int:
-    return micros(utc(time))
-
-
-def _page_text(page: Page) -> str:
-    text = f"{page.title}\n{page.body}"
-    return f"{text}\ntags: {', '.join(page.tags)}" if page.tags else text
-
-
-class SqliteStore(BudgetLedger, Days, SqliteFile):
+class SqliteStore(MemoryRepo, BudgetLedger, Days, SqliteFile):
     """``tether.ports.Store`` over one SQLite file. Use from one thread at a time (a lock
     enforces it); close it when done (or use it as a context manager)."""
 
@@ -156,60 +134,6 @@ class SqliteStore(BudgetLedger, Days, SqliteFile):
 
     # -- the index over session logs ---------------------------------------------------
 
-    def index_cursor(self, path: str) -> IndexCursor | None:
-        with self._read("reading an index cursor") as c:
-            row = c.execute(
-                "SELECT path, offset, turn, tainted, lines FROM index_cursor WHERE path = ?",
-                (path,),
-            ).fetchone()
-        return None if row is None else _cursor(row)
-
-    def index_cursors(self) -> dict[str, IndexCursor]:
-        with self._read("reading index cursors") as c:
-            rows = c.execute("SELECT path, offset, turn, tainted, lines FROM index_cursor")
-            return {r[0]: _cursor(r) for r in rows}
-
-    def index_log_rows(self, rows: Sequence[LogRow], cursor: IndexCursor) -> None:
-        self.index_logs([(rows, cursor)])
-
-    def index_logs(self, batch: Sequence[tuple[Sequence[LogRow], IndexCursor]]) -> None:
-        if not batch:
-            return
-        with self._write("indexing session logs", durable=False) as c:
-            first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
-            c.executemany(
-                "INSERT INTO doc (kind, session, epoch, turn, field, tainted, ref, time, text,"
-                " seg) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
-                (
-                    (
-                        "summary" if r.field == "summary" else "turn",
-                        r.session,
-                        r.epoch,
-                        r.turn,
-                        r.field,
-                        int(r.tainted),
-                        _micros(r.time),
-                        r.text,
-                        symbols.seg(r.text),
-                    )
-                    for rows, _ in batch
-                    for r in rows
-                ),
-            )
-            c.execute(
-                "INSERT INTO doc_fts (rowid, body, aside)"
-                " SELECT id, body, aside FROM doc WHERE id >= ?",
-                (first,),
-            )
-            _count_docs(c, sum(len(rows) for rows, _ in batch))
-            c.executemany(
-                "INSERT INTO index_cursor (path, offset, lines, turn, tainted)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET"
-                " offset = excluded.offset, lines = excluded.lines, turn = excluded.turn,"
-                " tainted = excluded.tainted",
-                ((cur.path, cur.offset, cur.lines, cur.turn, int(cur.tainted)) for _, cur in batch),
-            )
-
     def reset_index(self) -> None:
         with self._write("resetting the index", durable=False) as c:
             if "doc_fts" not in tables(c):
@@ -228,149 +152,47 @@ class SqliteStore(BudgetLedger, Days, SqliteFile):
         with self._write("optimizing the index", durable=False) as c:
             c.execute("INSERT INTO doc_fts (doc_fts) VALUES ('optimize')")
 
-    # -- notes and pages ---------------------------------------------------------------
-
-    def _index_memory(
-        self,
-        c: sqlite3.Connection,
-        *,
-        kind: HitKind,
-        ref: str,
-        text: str,
-        tainted: bool,
-        session: str | None,
-        time: datetime,
-    ) -> None:
-        """(Re)index one note or page: drop its old row from the index, add the new one."""
-        _count_docs(c, 1 - fts.unindex(c, "ref = ?", (ref,)))
-        cur = c.execute(
-            "INSERT INTO doc (kind, session, tainted, ref, time, text, seg)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (kind, session, int(tainted), ref, _micros(time), text, symbols.seg(text)),
+    def _add_docs(self, db: Sql, rows: Sequence[Doc]) -> None:
+        """Insert index rows, their postings (FTS5 reads ``body`` and ``aside``, computed
+        from ``text``) and count them."""
+        if not rows:
+            return
+        c = db.c
+        first = int(c.execute("SELECT coalesce(max(id), 0) + 1 FROM doc").fetchone()[0])
+        c.executemany(
+            "INSERT INTO doc (kind, session, epoch, turn, field, tainted, ref, time, text,"
+            " seg) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ((*r, symbols.seg(r[8])) for r in rows),
         )
         c.execute(
-            "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
-            (cur.lastrowid,),
+            "INSERT INTO doc_fts (rowid, body, aside)"
+            " SELECT id, body, aside FROM doc WHERE id >= ?",
+            (first,),
         )
+        _count_docs(c, len(rows))
 
-    def add_note(self, text: str, *, untrusted: bool, session: str | None, time: datetime) -> Note:
-        with self._write("writing a note") as c:
-            cur = c.execute(
-                "INSERT INTO note (text, untrusted, session, time) VALUES (?, ?, ?, ?)",
-                (text, int(untrusted), session, iso(time)),
-            )
-            note_id = cast(int, cur.lastrowid)
-            self._index_memory(
-                c,
-                kind="note",
-                ref=f"note:{note_id}",
-                text=text,
-                tainted=untrusted,
-                session=session,
-                time=time,
-            )
-        return Note(id=note_id, text=text, untrusted=untrusted, session=session, time=utc(time))
-
-    def notes(self) -> list[Note]:
-        with self._read("reading notes") as c:
-            rows = c.execute("SELECT id, text, untrusted, session, time FROM note ORDER BY id")
-            return [
-                Note(id=r[0], text=r[1], untrusted=bool(r[2]), session=r[3], time=from_iso(r[4]))
-                for r in rows
-            ]
-
-    def put_page(self, page: Page) -> None:
-        """Create or replace the page with this slug, and its index row, atomically."""
-        with self._write(f"writing page {page.slug!r}") as c:
-            c.execute(
-                "INSERT INTO page (slug, title, body, tags, visibility, untrusted, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (slug) DO UPDATE SET"
-                " title = excluded.title, body = excluded.body, tags = excluded.tags,"
-                " visibility = excluded.visibility, untrusted = excluded.untrusted,"
-                " updated_at = excluded.updated_at",
-                (
-                    page.slug,
-                    page.title,
-                    page.body,
-                    msgspec.json.encode(list(page.tags)).decode(),
-                    page.visibility,
-                    int(page.untrusted),
-                    iso(page.updated_at),
-                ),
-            )
-            self._index_memory(
-                c,
-                kind="page",
-                ref=f"page:{page.slug}",
-                text=_page_text(page),
-                tainted=page.untrusted,
-                session=None,
-                time=page.updated_at,
-            )
-
-    _PAGE_COLUMNS = "slug, title, body, tags, visibility, untrusted, updated_at"
-
-    def get_page(self, slug: str) -> Page | None:
-        with self._read(f"reading page {slug!r}") as c:
-            row = c.execute(
-                f"SELECT {self._PAGE_COLUMNS} FROM page WHERE slug = ?", (slug,)
-            ).fetchone()
-        return None if row is None else _page(row)
-
-    def pages(self) -> list[Page]:
-        with self._read("reading pages") as c:
-            return [
-                _page(r) for r in c.execute(f"SELECT {self._PAGE_COLUMNS} FROM page ORDER BY slug")
-            ]
-
-    def delete_page(self, slug: str) -> Page | None:
-        """Remove the page with this slug and its index row, atomically; the page as it
-        was, or None when there was none."""
-        with self._write(f"removing page {slug!r}") as c:
-            row = c.execute(
-                f"SELECT {self._PAGE_COLUMNS} FROM page WHERE slug = ?", (slug,)
-            ).fetchone()
-            if row is None:
-                return None
-            c.execute("DELETE FROM page WHERE slug = ?", (slug,))
-            _count_docs(c, -fts.unindex(c, "ref = ?", (f"page:{slug}",)))
-        return _page(row)
-
-    # -- identity and sweep facts, mirrored into the index (``sqlite_mirror``) ------------
+    def _drop_docs(self, db: Sql, where: str, params: Sequence[object]) -> int:
+        n = fts.unindex(db.c, where, params)
+        _count_docs(db.c, -n)
+        return n
 
     # -- the stored text of memory ----------------------------------------------------
 
     def read_cells(self, visit: Callable[[TextCell], None]) -> None:
         with self._read("reading the memory's text") as c:
-            cells.read_cells(c, visit)
+            cells.read_cells(Sql(c, SQLITE), visit, present=tables(c))
 
     def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
-        self._secure_delete(True)  # the old text is zeroed, not just freed
+        """With ``secure_delete`` on, so the old text is zeroed in the file, not just
+        freed; then the WAL is truncated so no frame keeps it."""
+        self._secure_delete(True)
         try:
-            with self._write("rewriting the memory's text") as c:
-                made = cells.rewrite_cells(c, edits)
+            made = self._in_write(
+                "rewriting the memory's text", lambda db: cells.rewrite_cells(db, edits, _reindex)
+            )
         finally:
             self._secure_delete(False)
         return made, self._truncate_wal()
-
-    def identity_stamp(self) -> str | None:
-        with self._read("reading the identity stamp") as c:
-            return mirror.stamp(c, "identity")
-
-    def replace_identity(self, entries: Sequence[Entry], *, stamp: str, time: datetime) -> None:
-        with self._write("indexing identity", durable=False) as c:
-            mirror.replace_identity(c, entries, stamp, utc(time))
-
-    def facts_stamp(self) -> str | None:
-        with self._read("reading the facts stamp") as c:
-            return mirror.stamp(c, "facts")
-
-    def replace_facts(self, facts: Sequence[Fact], *, stamp: str, expect: str | None) -> bool:
-        with self._write("indexing sweep facts", durable=False) as c:
-            if mirror.stamp(c, "facts") != expect:  # again, inside the transaction
-                return False
-            mirror.replace_facts(c, facts, stamp)
-        return True
 
     # -- search (the SQL is in ``sqlite_search``, the FTS5 syntax in ``sqlite_fts``) -------
 
@@ -395,77 +217,9 @@ class SqliteStore(BudgetLedger, Days, SqliteFile):
         with self._read("searching") as c:
             return fts.newest(c, query, k, within=within, only=only)
 
-    def between(self, start: datetime, end: datetime, k: int) -> list[Found]:
-        with self._read("reading a period's rows") as c:
-            return fts.between(c, start, end, k)
-
-    def row_count(self) -> int:
-        with self._read("counting indexed rows") as c:
-            row = c.execute("SELECT value FROM stat WHERE name = 'doc_rows'").fetchone()
-        return int(row[0])
-
     def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
         with self._read("counting matches") as c:
             return fts.count_matches(c, queries, cap)
-
-    # -- journal and recalls -----------------------------------------------------------
-
-    def journal_append(self, entry: JournalEntry) -> JournalEntry:
-        with self._write("writing the journal") as c:
-            cur = c.execute(
-                "INSERT INTO journal (time, who, session, action, target, before, after)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    iso(entry.time),
-                    entry.who,
-                    entry.session,
-                    entry.action,
-                    entry.target,
-                    entry.before,
-                    entry.after,
-                ),
-            )
-        return msgspec.structs.replace(entry, id=cast(int, cur.lastrowid), time=utc(entry.time))
-
-    def journal(self, limit: int | None = None) -> list[JournalEntry]:
-        """Entries oldest first; with ``limit``, only the newest ``limit`` of them."""
-        sql = "SELECT id, time, who, session, action, target, before, after FROM journal"
-        with self._read("reading the journal") as c:
-            if limit is None:
-                rows = c.execute(sql + " ORDER BY id").fetchall()
-            else:
-                rows = c.execute(sql + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
-                rows.reverse()
-        return [
-            JournalEntry(
-                id=r[0],
-                time=from_iso(r[1]),
-                who=r[2],
-                session=r[3],
-                action=r[4],
-                target=r[5],
-                before=r[6],
-                after=r[7],
-            )
-            for r in rows
-        ]
-
-    def record_recalls(self, refs: Sequence[str], time: datetime) -> None:
-        if not refs:
-            return
-        stamp = iso(time)
-        with self._write("recording recalls", durable=False) as c:
-            c.executemany(
-                "INSERT INTO recall_log (ref, time) VALUES (?, ?)", ((r, stamp) for r in refs)
-            )
-
-    def recall_stats(self) -> dict[str, RecallStat]:
-        with self._read("reading recall counts") as c:
-            rows = c.execute("SELECT ref, count(*), max(time) FROM recall_log GROUP BY ref")
-            return {
-                r[0]: RecallStat(ref=r[0], count=r[1], last=from_iso(r[2]) if r[2] else None)
-                for r in rows
-            }
 
 
 def _count_docs(c: sqlite3.Connection, delta: int) -> None:
@@ -473,18 +227,23 @@ def _count_docs(c: sqlite3.Connection, delta: int) -> None:
         c.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
 
 
-def _cursor(row: Sequence[Any]) -> IndexCursor:
-    return IndexCursor(path=row[0], offset=row[1], turn=row[2], tainted=bool(row[3]), lines=row[4])
-
-
-def _page(row: Sequence[Any]) -> Page:
-    visibility = cast(Literal["private", "world"], row[4])
-    return Page(
-        slug=row[0],
-        title=row[1],
-        body=row[2],
-        tags=_tags.decode(row[3]),
-        visibility=visibility,
-        untrusted=bool(row[5]),
-        updated_at=from_iso(row[6]),
+def _reindex(db: Sql, cell: TextCell, text: str) -> bool:
+    """Rewrite one index row: its postings out with the old text, in with the new."""
+    (doc_id,) = cell.key
+    c = db.c
+    if (
+        c.execute("SELECT 1 FROM doc WHERE id = ? AND text = ?", (doc_id, cell.text)).fetchone()
+        is None
+    ):
+        return False
+    c.execute(
+        "INSERT INTO doc_fts (doc_fts, rowid, body, aside) "
+        "SELECT 'delete', id, body, aside FROM doc WHERE id = ?",
+        (doc_id,),
     )
+    c.execute("UPDATE doc SET text = ?, seg = ? WHERE id = ?", (text, symbols.seg(text), doc_id))
+    c.execute(
+        "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
+        (doc_id,),
+    )
+    return True

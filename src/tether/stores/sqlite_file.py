@@ -20,11 +20,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from tether.errors import DiskFullError, StoreError
-from tether.stores import dialect
-from tether.stores.dialect import SQLITE, TEXT_BATCH, Sql, from_iso, iso, utc
 from tether.stores.sqlite_health import note_lost_wal
 
 #: SQLite's primary result codes for a full disk and a failed read or write.
@@ -68,19 +66,6 @@ def begun(c: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[Non
 def tables(c: sqlite3.Connection) -> set[str]:
     """The names of the tables in the file (a store reading another's may find none)."""
     return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def text_rows(
-    c: sqlite3.Connection,
-    table: str,
-    keys: tuple[str, ...],
-    column: str,
-    *,
-    extra: str = "",
-    only: str = "",
-) -> Iterator[tuple[Any, ...]]:
-    """``dialect.text_rows`` on a file's connection."""
-    return dialect.text_rows(Sql(c, SQLITE), table, keys, column, extra=extra, only=only)
 
 
 class SqliteFile:
@@ -165,6 +150,3 @@ class SqliteFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-__all__ = ["TEXT_BATCH", "SqliteFile", "begun", "from_iso", "iso", "tables", "text_rows", "utc"]
