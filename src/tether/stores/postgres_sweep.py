@@ -1,5 +1,5 @@
-"""The sweep's SweepStore over PostgreSQL: the sweep tables in the owner's schema
-(``postgres_schema``; one migration track with the main store's).
+"""The sweep's SweepStore over PostgreSQL: the sweep tables in the owner's schema, on
+their own migration track (``postgres_sweep_schema.SWEEP``) beside the main store's.
 
 The transaction's reads and writes are ``sweep.SweepTx``, written once for both stores;
 what is here is the connection: the owner's schema, the pool, the transactions.
@@ -31,6 +31,7 @@ from tether.stores import sweep_cells as cells
 from tether.stores.dialect import POSTGRES, Sql
 from tether.stores.postgres_conn import PgPool, PgStore
 from tether.stores.postgres_sweep_claims import PostgresClaims
+from tether.stores.postgres_sweep_schema import SWEEP
 from tether.stores.postgres_sweep_stage import PostgresModelStages
 from tether.stores.sweep import OWNER_TABLES, SweepTx
 
@@ -49,6 +50,11 @@ class PostgresSweepStore:
     ) -> None:
         self.pg = PgStore(url, owner, migrate=migrate, pool=pool)
         self.path = self.pg.where
+        try:
+            self.level = self.pg.track_level(SWEEP, migrate=migrate)
+        except BaseException:
+            self.pg.close()
+            raise
 
     def close(self) -> None:
         self.pg.close()
@@ -60,7 +66,8 @@ class PostgresSweepStore:
         self.close()
 
     def schema_version(self) -> int:
-        return self.pg.level
+        """The sweep's own migration level (not the main store's)."""
+        return self.level
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[SweepTx]:

@@ -1,11 +1,23 @@
-"""The sweep's tables in PostgreSQL: the DDL ``postgres_schema``'s first migration runs
-(the house keeps SQL naming ``sweep_*`` tables in the sweep store's own modules). The
-same tables and constraints as ``sqlite_sweep_schema``'s, plus ``sweep_claim`` (owner-days
-workers claim) and a fact change counter per owner (``sweep_fact_change``, bumped by
-triggers: see ``postgres_schema``).
+"""The sweep's tables in PostgreSQL, on their own migration track in the owner's schema
+(``SWEEP``: version in ``sweep_schema_version``), apart from the main store's, as on
+SQLite: the main schema never names a sweep table. The same tables and constraints as
+``sqlite_sweep_schema``'s, plus ``sweep_claim`` (owner-days workers claim), the model
+stage of sweep workers, and a fact change counter per owner (``sweep_fact_change``, bumped
+by triggers in the writing transaction, per owner so workers on different owners never
+wait on one row; the stamp is the sum, which every change moves).
+
+A schema made before the sweep had a track of its own got these tables from the main
+track (its levels 1 and 2): ``level`` reads them as the sweep's levels 1 and 2, so nothing
+is made twice and the next sweep migration starts from there.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from psycopg import Connection
+
+from tether.stores.postgres_schema import Track, exists, version
 
 SWEEP_TABLES = """
     CREATE TABLE sweep_owner (
@@ -140,3 +152,21 @@ SWEEP_MODEL_STAGE = """
         PRIMARY KEY (owner, local_date)
     );
 """
+
+#: The sweep's migrations: ``SWEEP_MIGRATIONS[n]`` takes its tables from n to n + 1.
+#: Append, never edit a shipped one.
+SWEEP_MIGRATIONS: tuple[str, ...] = (SWEEP_TABLES + SWEEP_COUNTER, SWEEP_MODEL_STAGE)
+_TABLE = "sweep_schema_version"
+
+
+def level(conn: Connection[Any], schema: str) -> int:
+    """The sweep's level in ``schema``: its own version, or what a schema from before
+    the sweep's own track has of its tables (module docstring)."""
+    if exists(conn, schema, _TABLE):
+        return version(conn, schema, _TABLE)
+    if exists(conn, schema, "sweep_model_stage"):
+        return 2
+    return 1 if exists(conn, schema, "sweep_owner") else 0
+
+
+SWEEP = Track("sweep", SWEEP_MIGRATIONS, _TABLE, level)
