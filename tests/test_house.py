@@ -123,8 +123,9 @@ CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "monotonic", "perf_co
 
 #: The only files whose SQL may name the sweep's tables (``sweep_owner``, ``sweep_fact`` ...):
 #: the sweep store, ``stores/sweep*.py`` (written once for both backends) and each
-#: backend's own ``stores/sqlite_sweep*.py`` and ``stores/postgres_sweep*.py``.
-SWEEP_SQL_PREFIX = ("stores/sweep", "stores/sqlite_sweep", "stores/postgres_sweep")
+#: backend's own ``stores/sqlite/sweep*.py`` and ``stores/postgres/sweep*.py``. (The main
+#: schemas, ``stores/sqlite/migrations.py`` and ``stores/postgres/schema.py``, are not.)
+SWEEP_SQL_PREFIX = ("stores/sweep", "stores/sqlite/sweep", "stores/postgres/sweep")
 _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|FROM|JOIN|ALTER)\b")
 _SWEEP_TABLE = re.compile(r"\bsweep_[a-z_]+\b")
 
@@ -310,10 +311,10 @@ BACK_DOORS = [
     (purity, "core/cron.py", "from datetime import datetime\nx = datetime.now()\n", 2),
     # a Protocol outside ports.py
     (protocols, "llm/types.py", "from typing import Protocol\nclass Llm(Protocol):\n    pass\n", 2),
-    # the main store's adapter reading the sweep's tables
+    # the main store's repository reading the sweep's tables
     (
         sweep_sql,
-        "stores/sqlite_mirror.py",
+        "stores/memory.py",
         'Q = "SELECT id, text FROM sweep_fact WHERE active = 1"\n',
         1,
     ),
@@ -334,8 +335,9 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert layering("memory/recall.py", "from tether.ports import Store\n") == []
     assert layering("cli/commands_llm.py", "from tether.testing.fake_llama import x\n") == []
     assert purity("core/cron.py", "from datetime import datetime\nx = datetime(2026, 1, 1)\n") == []
-    assert sweep_sql("stores/sqlite_sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
-    assert sweep_sql("stores/sqlite.py", '"""Facts mirrored from sweep_fact."""\n') == []
+    assert sweep_sql("stores/sqlite/sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
+    assert sweep_sql("stores/postgres/sweep_schema.py", 'Q = "CREATE TABLE sweep_fact"\n') == []
+    assert sweep_sql("stores/sqlite/store.py", '"""Facts mirrored from sweep_fact."""\n') == []
     assert composition(ROOT, "runner = Runner(store, producer)\n") == []
 
 

@@ -20,7 +20,7 @@ from tether.memory.identity import MEMORY_FILE
 from tether.records import JournalEntry, Page
 from tether.scan.secrets import fingerprint
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 
 T = datetime(2026, 11, 1, 9, tzinfo=UTC)

@@ -31,11 +31,12 @@ from tether.records import (
     SearchTerm,
     TextCell,
 )
-from tether.stores import postgres_conn, postgres_schema
 from tether.stores.postgres import PostgresStore
-from tether.stores.postgres_conn import PgPool
-from tether.stores.postgres_sweep import PostgresSweepStore
-from tether.stores.postgres_sweep_schema import SWEEP, SWEEP_MIGRATIONS
+from tether.stores.postgres import conn as postgres_conn
+from tether.stores.postgres import schema as postgres_schema
+from tether.stores.postgres.conn import PgPool
+from tether.stores.postgres.sweep import PostgresSweepStore
+from tether.stores.postgres.sweep_schema import SWEEP, SWEEP_MIGRATIONS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)

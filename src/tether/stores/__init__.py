@@ -56,10 +56,10 @@ def open_sweep_store(home: Path, config: Config, *, migrate: bool = True) -> Swe
     on open, on the sweep's own track."""
     if config.store.postgres:
         _postgres()
-        from tether.stores.postgres_sweep import PostgresSweepStore
+        from tether.stores.postgres.sweep import PostgresSweepStore
 
         return PostgresSweepStore(config.store.url, config.store.owner)
-    from tether.stores.sqlite_sweep import SqliteSweepStore  # on use: recall starts faster
+    from tether.stores.sqlite.sweep import SqliteSweepStore  # on use: recall starts faster
 
     return SqliteSweepStore(sqlite_path(home, config), migrate=migrate)
 
@@ -83,10 +83,10 @@ def migrate_store(home: Path, config: Config) -> StoreInfo:
     where it stands. A store newer than this tether raises StoreVersionError."""
     if config.store.postgres:
         _postgres()
-        from tether.stores import postgres_schema
         from tether.stores.postgres import PostgresStore
-        from tether.stores.postgres_sweep import PostgresSweepStore
-        from tether.stores.postgres_sweep_schema import SWEEP
+        from tether.stores.postgres import schema as postgres_schema
+        from tether.stores.postgres.sweep import PostgresSweepStore
+        from tether.stores.postgres.sweep_schema import SWEEP
 
         url, owner = config.store.url, config.store.owner
         with PostgresStore(url, owner) as pg, PostgresSweepStore(url, owner) as pg_sweep:
@@ -102,9 +102,9 @@ def migrate_store(home: Path, config: Config) -> StoreInfo:
             )
     import sqlite3
 
-    from tether.stores.migrations import MIGRATIONS
-    from tether.stores.sqlite_sweep import SqliteSweepStore
-    from tether.stores.sqlite_sweep_schema import SWEEP_MIGRATIONS
+    from tether.stores.sqlite.migrations import MIGRATIONS
+    from tether.stores.sqlite.sweep import SqliteSweepStore
+    from tether.stores.sqlite.sweep_schema import SWEEP_MIGRATIONS
 
     path = sqlite_path(home, config)
     with SqliteStore(path) as main, SqliteSweepStore(path) as sweep:
@@ -126,10 +126,10 @@ def open_vector_index(home: Path, config: Config) -> VectorIndex | None:
     (numpy). The return type keeps None for a backend without a vector table."""
     if config.store.postgres:
         _postgres()
-        from tether.stores.postgres_vectors import PostgresVectors
+        from tether.stores.postgres.vectors import PostgresVectors
 
         return PostgresVectors(config.store.url, config.store.owner)
-    from tether.stores.sqlite_vectors import SqliteVectors  # numpy: only with the extra
+    from tether.stores.sqlite.vectors import SqliteVectors  # numpy: only with the extra
 
     return SqliteVectors(sqlite_path(home, config))
 

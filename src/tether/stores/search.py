@@ -1,7 +1,7 @@
 """What both stores' searches share: the columns of a found row and their decoding, and
 ``between`` (a period's log rows, no text index needed). Matching and ranking are each
-backend's own: ``sqlite_search`` (FTS5's bm25, lower is better: its scores come negated)
-and ``postgres_search`` (the same bm25 over a ``tsvector``, higher is better)."""
+backend's own: ``sqlite.search`` (FTS5's bm25, lower is better: its scores come negated)
+and ``postgres.search`` (the same bm25 over a ``tsvector``, higher is better)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ file; on PostgreSQL (READ COMMITTED) each owner it touches is locked first
 (``SweepTx._owner_lock``, a transaction-level advisory lock), so runners on one owner
 take turns while runners on different owners never wait on each other.
 
-The stores (``sqlite_sweep``, ``postgres_sweep``) open connections, begin and end the
+The stores (``sqlite.sweep``, ``postgres.sweep``) open connections, begin and end the
 transactions and migrate the tables; nothing here knows which backend it runs on.
 """
 
@@ -32,7 +32,7 @@ from tether.stores.dialect import Sql, columns, from_iso, iso, opt_from_iso, ups
 from tether.stores.sweep_cells import active_facts_sql
 
 #: The tables of an owner's sweep state (``wipe_owner``); PostgreSQL adds the model
-#: stage of its sweep workers (``postgres_sweep_stage``).
+#: stage of its sweep workers (``postgres.sweep_stage``).
 OWNER_TABLES = (
     "sweep_fact",
     "sweep_trigger",

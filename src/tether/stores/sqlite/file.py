@@ -1,5 +1,5 @@
 """What the two SQLite stores share (``sqlite.SqliteStore``, the memory and its index;
-``sqlite_sweep.SqliteSweepStore``, the daily sweep's tables, often in the same file).
+``sqlite.sweep.SqliteSweepStore``, the daily sweep's tables, often in the same file).
 
 - One connection per store object, guarded by a lock: a store may be handed between
   threads but runs one operation at a time. Other processes may use the same file (WAL:
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Self
 
 from tether.errors import DiskFullError, StoreError
-from tether.stores.sqlite_health import note_lost_wal
+from tether.stores.sqlite.health import note_lost_wal
 
 #: SQLite's primary result codes for a full disk and a failed read or write.
 _SQLITE_FULL = 13

@@ -1,5 +1,5 @@
 """The sweep's SweepStore over PostgreSQL: the sweep tables in the owner's schema, on
-their own migration track (``postgres_sweep_schema.SWEEP``) beside the main store's.
+their own migration track (``postgres.sweep_schema.SWEEP``) beside the main store's.
 
 The transaction's reads and writes are ``sweep.SweepTx``, written once for both stores;
 what is here is the connection: the owner's schema, the pool, the transactions.
@@ -14,7 +14,7 @@ READ snapshot. The constraints that make the sweep idempotent are the same as SQ
 
 A failure inside a transaction's block rolls it back and is reported (``StoreError``):
 the block is the caller's and cannot be re-run here; the sweep's receipts make the
-caller's retry safe. The owner-day claims of sweep workers are ``postgres_sweep_claims``.
+caller's retry safe. The owner-day claims of sweep workers are ``postgres.sweep_claims``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from tether.core.sweep.state import JournalRow
 from tether.records import TextCell
 from tether.stores import sweep_cells as cells
 from tether.stores.dialect import POSTGRES, Sql
-from tether.stores.postgres_conn import PgPool, PgStore
-from tether.stores.postgres_sweep_claims import PostgresClaims
-from tether.stores.postgres_sweep_schema import SWEEP
-from tether.stores.postgres_sweep_stage import PostgresModelStages
+from tether.stores.postgres.conn import PgPool, PgStore
+from tether.stores.postgres.sweep_claims import PostgresClaims
+from tether.stores.postgres.sweep_schema import SWEEP
+from tether.stores.postgres.sweep_stage import PostgresModelStages
 from tether.stores.sweep import OWNER_TABLES, SweepTx
 
 #: An owner's sweep state here: the model stage of sweep workers too.

@@ -1,9 +1,9 @@
 """The PostgreSQL Store: the same contract as ``SqliteStore``, for homes that share one
 database server (several daemons, a fleet of sweep workers).
 
-Each owner's rows are in the owner's own schema (``postgres_conn``: tenancy without an
-owner column); the schema is ``postgres_schema``'s migrations; search is
-``postgres_search`` over ``postgres_text``'s FTS5-equal tokens. The repositories are
+Each owner's rows are in the owner's own schema (``postgres.conn``: tenancy without an
+owner column); the schema is ``postgres.schema``'s migrations; search is
+``postgres.search`` over ``postgres.text``'s FTS5-equal tokens. The repositories are
 written once for both stores (``memory``: the index cursors, notes, pages, mirrors,
 journal, recalls; ``days``; ``budget``; ``cells``); what is here is this backend's text
 index (``tsvector`` rows added with COPY, the bm25 counters) and its transactions.
@@ -28,13 +28,12 @@ from tether.records import (
     TextCell,
 )
 from tether.stores import cells
-from tether.stores import postgres_search as search
-from tether.stores import postgres_text as text
 from tether.stores.budget import BudgetLedger
 from tether.stores.days import Days
 from tether.stores.dialect import POSTGRES, Sql, T
 from tether.stores.memory import INDEX_LOCK, Doc, MemoryRepo
-from tether.stores.postgres_conn import PgPool, PgStore
+from tether.stores.postgres import search, text
+from tether.stores.postgres.conn import PgPool, PgStore
 
 Conn = psycopg.Connection[Any]
 _ASIDE = frozenset({"assistant", "tool_call", "summary"})

@@ -46,13 +46,13 @@ from tether.records import (
     TextCell,
 )
 from tether.stores import cells
-from tether.stores import sqlite_search as fts
 from tether.stores.budget import BudgetLedger
 from tether.stores.days import Days
 from tether.stores.dialect import SQLITE, Sql, T
 from tether.stores.memory import Doc, MemoryRepo
-from tether.stores.migrations import AFTER, FTS_TABLE, MIGRATIONS, migrate
-from tether.stores.sqlite_file import SqliteFile, begun, tables
+from tether.stores.sqlite import search as fts
+from tether.stores.sqlite.file import SqliteFile, begun, tables
+from tether.stores.sqlite.migrations import AFTER, FTS_TABLE, MIGRATIONS, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -194,7 +194,7 @@ class SqliteStore(MemoryRepo, BudgetLedger, Days, SqliteFile):
             self._secure_delete(False)
         return made, self._truncate_wal()
 
-    # -- search (the SQL is in ``sqlite_search``, the FTS5 syntax in ``sqlite_fts``) -------
+    # -- search (the SQL is in ``sqlite.search``, the FTS5 syntax in ``sqlite.fts``) -------
 
     def search(self, query: SearchQuery, k: int) -> list[Hit]:
         with self._read("searching") as c:

@@ -37,7 +37,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from tether.errors import StoreConnectionLostError, StoreError
-from tether.stores import postgres_schema as schema
+from tether.stores.postgres import schema
 
 T = TypeVar("T")
 # The pool logs every failed connection attempt while it retries; tether reports the

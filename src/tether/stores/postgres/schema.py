@@ -1,6 +1,6 @@
 """The PostgreSQL schema of the main store as numbered migrations, in the owner's own
-schema (``tether_<owner>``: see ``postgres_conn``); and ``migrate``, the runner of every
-track there (this one, and the sweep's own: ``postgres_sweep_schema``, as on SQLite).
+schema (``tether_<owner>``: see ``postgres.conn``); and ``migrate``, the runner of every
+track there (this one, and the sweep's own: ``postgres.sweep_schema``, as on SQLite).
 
 ``MIGRATIONS[n]`` takes a schema from version n to n + 1, in one transaction, under a
 transaction-level advisory lock keyed by the schema's name and the track: two processes
@@ -13,7 +13,7 @@ beyond the list is refused, unchanged (``StoreVersionError``).
 
 Columns keep the SQLite store's types (times as fixed-width UTC text or unix
 microseconds, flags as integers), so both backends decode rows with the same code. The
-full-text index is ``doc.tsv`` (a ``tsvector`` of FTS5's tokens, ``postgres_text``) under
+full-text index is ``doc.tsv`` (a ``tsvector`` of FTS5's tokens, ``postgres.text``) under
 GIN, with ``doc.len`` (tokens in the row) and the counters ``doc_rows``/``doc_tokens`` in
 ``stat`` for bm25; ``aside`` marks assistant replies, tool calls and summaries, which a
 search may weigh apart from the owner's words.
@@ -48,7 +48,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 """
 
-#: Sentence vectors of indexed rows (``postgres_vectors``, the extra tether[vectors]): the
+#: Sentence vectors of indexed rows (``postgres.vectors``, the extra tether[vectors]): the
 #: SQLite layout (its migration 8). One vector per part of a ``doc`` row, int8 with a
 #: scale (or float32) in ``bytea``, tagged with its model (``vec_model``; ``ann``: every
 #: vector of the model also has its pgvector copy in ``vec_ann``, which exists only on a

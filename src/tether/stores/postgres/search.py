@@ -1,12 +1,12 @@
 """Searching the PostgreSQL store: the same rows, in the same order and with the same
-scores, as the SQLite store's FTS5 search (``sqlite_search``).
+scores, as the SQLite store's FTS5 search (``sqlite.search``).
 
 Matching is ``doc.tsv @@ tsquery`` under the GIN index, with the tokens FTS5 would use
-(``postgres_text``). Scoring is FTS5's own bm25, computed here the way its C code does
+(``postgres.text``). Scoring is FTS5's own bm25, computed here the way its C code does
 (k1 = 1.2, b = 0.75; idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6; a row's
 length and the average are in tokens): N and the total length come from the counters
 kept with every write (``stat``), n of a word from ``term_df`` (kept by triggers,
-``postgres_schema``) and of a phrase or prefix by one count under the index, the term
+``postgres.schema``) and of a phrase or prefix by one count under the index, the term
 frequency from the row's vector (``tether_tf``, which counts a phrase's runs as FTS5
 does). Every constant and quotient that can be is computed in Python with the same
 floating-point operations as FTS5, so the scores agree to the last bit where the sums
@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from tether.records import Found, Hit, SearchQuery
-from tether.stores import postgres_text as text
+from tether.stores.postgres import text
 from tether.stores.search import FOUND_COLUMNS, found_row, hit, positive
 
 K1 = 1.2
@@ -214,5 +214,5 @@ def count_matches(
     return out
 
 
-#: How ``postgres_vectors`` reads found rows.
+#: How ``postgres.vectors`` reads found rows.
 _found = found_row

@@ -1,6 +1,6 @@
 """The SQLite schema as numbered migrations, tracked in ``PRAGMA user_version``; and
 ``migrate``, the one runner both schemas in the file use (this one and the sweep's,
-``sqlite_sweep_schema``, which keeps its own version).
+``sqlite.sweep_schema``, which keeps its own version).
 
 ``MIGRATIONS[n]`` takes a database from version n to n + 1 in one transaction. Append a
 new script for every change; never edit one that has shipped: databases in the field
@@ -231,7 +231,7 @@ MIGRATIONS: tuple[str, ...] = (
     # (``core.symbols``): no SQL, only ``AFTER[SYMBOLS_VERSION]``, which gives every row
     # whose ``seg`` changes its new one. Its place in this tuple is its number.
     _SYMBOLS,
-    # 8: sentence vectors of indexed rows (``sqlite_vectors``, the extra tether[vectors]).
+    # 8: sentence vectors of indexed rows (``sqlite.vectors``, the extra tether[vectors]).
     # One vector per part of a ``doc`` row (a long text is embedded in parts), made by
     # the model named in ``vec_model``: a model change leaves the old vectors unread
     # until re-embedded. A row deleted from ``doc``, or whose text is rewritten (a

@@ -1,6 +1,6 @@
 """The SQL of searching the embedded store's FTS5 index (``SqliteStore`` runs it under its
 lock and turns SQLite errors into ``StoreError``). Queries arrive as ``SearchQuery``
-records and are rendered by ``sqlite_fts``. bm25 is lower-is-better: every score handed
+records and are rendered by ``sqlite.fts``. bm25 is lower-is-better: every score handed
 out is ``-bm25`` (or a weighted sum of them), higher is better."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.records import Found, Hit, SearchQuery
-from tether.stores import sqlite_fts
 from tether.stores.search import FOUND_COLUMNS, found_row, located, positive
+from tether.stores.sqlite import fts as sqlite_fts
 
 _HIT_COLUMNS = "d.kind, d.session, d.turn, d.text, d.tainted, d.ref"
 # One term's share of a row's score: its bm25 over the owner's words (``body``) plus
@@ -177,5 +177,5 @@ def _hit(row: Sequence[Any]) -> Hit:
 
 
 def _found(row: Sequence[Any]) -> Found:
-    """A found row with FTS5's bm25 negated (what ``sqlite_vectors`` reads rows with)."""
+    """A found row with FTS5's bm25 negated (what ``sqlite.vectors`` reads rows with)."""
     return found_row(row, -1.0)

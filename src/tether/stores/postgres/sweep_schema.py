@@ -1,7 +1,7 @@
 """The sweep's tables in PostgreSQL, on their own migration track in the owner's schema
 (``SWEEP``: version in ``sweep_schema_version``), apart from the main store's, as on
 SQLite: the main schema never names a sweep table. The same tables and constraints as
-``sqlite_sweep_schema``'s, plus ``sweep_claim`` (owner-days workers claim), the model
+``sqlite.sweep_schema``'s, plus ``sweep_claim`` (owner-days workers claim), the model
 stage of sweep workers, and a fact change counter per owner (``sweep_fact_change``, bumped
 by triggers in the writing transaction, per owner so workers on different owners never
 wait on one row; the stamp is the sum, which every change moves).
@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from tether.stores.postgres_schema import Track, exists, version
+from tether.stores.postgres.schema import Track, exists, version
 
 SWEEP_TABLES = """
     CREATE TABLE sweep_owner (

@@ -19,7 +19,7 @@ import psycopg
 
 from tether.records import ClaimedDay
 from tether.stores.dialect import iso
-from tether.stores.postgres_conn import PgStore
+from tether.stores.postgres.conn import PgStore
 
 Conn = psycopg.Connection[Any]
 

@@ -33,9 +33,9 @@ from tether.core.sweep.state import NO_SWEEP, JournalRow
 from tether.records import TextCell
 from tether.stores import sweep_cells as cells
 from tether.stores.dialect import SQLITE, Sql
-from tether.stores.migrations import migrate
-from tether.stores.sqlite_file import SqliteFile, begun, tables
-from tether.stores.sqlite_sweep_schema import SWEEP_MIGRATIONS
+from tether.stores.sqlite.file import SqliteFile, begun, tables
+from tether.stores.sqlite.migrations import migrate
+from tether.stores.sqlite.sweep_schema import SWEEP_MIGRATIONS
 from tether.stores.sweep import SweepTx
 
 BUSY_TIMEOUT_MS = 15_000
