@@ -425,7 +425,7 @@ def fused_shares(
     embeds once)."""
     from tether.llm import embedder
     from tether.memory.vectors import Vectors, embed_missing
-    from tether.stores.sqlite_vectors import SqliteVectors
+    from tether.stores.sqlite.vectors import SqliteVectors
 
     out: dict[str, float] = {}
     with closing(SqliteVectors(home / "tether.db")) as index:

@@ -352,10 +352,10 @@ _EMBEDDER: CachedEmbedder | None = None
 def open_vectors_index(home: Path, q: Question) -> VectorIndex:
     """The question's vector index, beside its store (``open_db``)."""
     if Backend.postgres is None:
-        from tether.stores.sqlite_vectors import SqliteVectors
+        from tether.stores.sqlite.vectors import SqliteVectors
 
         return SqliteVectors(home / "tether.db")
-    from tether.stores.postgres_vectors import PostgresVectors
+    from tether.stores.postgres.vectors import PostgresVectors
 
     return PostgresVectors(Backend.postgres, _pg_owner(q))
 

@@ -43,9 +43,9 @@ from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall
 from tether.ports import Store, StoreOpener, SweepStore
 from tether.stores.postgres import PostgresStore
-from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.stores.postgres.sweep import PostgresSweepStore
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep.producer import DeterministicProducer
 
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)

@@ -49,8 +49,8 @@ from tether.imports.jsonl import import_jsonl
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall
 from tether.records import Assistant, LogRecord, SearchQuery, SearchTerm, User
-from tether.stores import sqlite_fts
 from tether.stores.sqlite import SqliteStore
+from tether.stores.sqlite import fts as sqlite_fts
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 K = 5
@@ -209,7 +209,7 @@ def bench_vectors(
 
     from tether.llm import embedder
     from tether.memory.vectors import Vectors, embed_missing
-    from tether.stores.sqlite_vectors import SqliteVectors
+    from tether.stores.sqlite.vectors import SqliteVectors
 
     model = embedder.load()
     index = SqliteVectors(home / "tether.db")

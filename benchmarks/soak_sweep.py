@@ -101,7 +101,7 @@ def seed_staged(url: str, tenant: str, owners: int, day0: date, days: int) -> No
     from tether.core.sweep.packet import digest, encode_packet
     from tether.core.sweep.state import Owner, StagedPacket
     from tether.core.sweep.windows import window_for
-    from tether.stores.postgres_sweep import PostgresSweepStore
+    from tether.stores.postgres.sweep import PostgresSweepStore
     from tether.sweep.producer import DeterministicProducer
 
     producer = DeterministicProducer()
@@ -137,7 +137,7 @@ def seed_model_day(url: str, tenant: str, root: Path, day0: date) -> None:
     from tether.records import Assistant, Baseline, User
     from tether.sessions import Session
     from tether.stores.postgres import PostgresStore
-    from tether.stores.postgres_sweep import PostgresSweepStore
+    from tether.stores.postgres.sweep import PostgresSweepStore
 
     home = root / tenant
     init_home(home)

@@ -28,7 +28,7 @@ from tether.daemon.compose import sweep_runner
 from tether.llm.llama_server import LlamaServerClient
 from tether.records import Completion, CompletionRequest, IndexCursor, LogRow, SessionMeta
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 from tether.sweep.producer import DeterministicProducer
 from tether.sweep.runner import Runner, members

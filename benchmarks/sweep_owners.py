@@ -22,7 +22,7 @@ from tether.core.sweep.authority import Occupant, decide_fact
 from tether.core.sweep.packet import FactCandidate
 from tether.core.sweep.state import Cursor, Fact, JournalRow
 from tether.core.sweep.windows import window_for
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 from tether.sweep.producer import DeterministicProducer
 from tether.sweep.runner import Runner, members

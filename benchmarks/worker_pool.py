@@ -22,8 +22,8 @@ import psycopg
 
 from benchmarks.postgres_store import NOW, seed
 from tether.daemon.fleet import application_name
-from tether.stores.postgres_conn import PgPool
-from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.stores.postgres.conn import PgPool
+from tether.stores.postgres.sweep import PostgresSweepStore
 
 
 def case(base: str, schemas: int, owners: int) -> dict[str, object]:

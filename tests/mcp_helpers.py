@@ -28,7 +28,7 @@ from tether.config import SweepConfig
 from tether.imports.jsonl import import_jsonl
 from tether.memory.pages import write_page
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 from tether.sweep.runner import Runner, members
 

@@ -137,8 +137,10 @@ IMPURE = frozenset(
 CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "monotonic", "perf_counter"})
 
 #: The only files whose SQL may name the sweep's tables (``sweep_owner``, ``sweep_fact`` ...):
-#: the sweep stores, ``stores/sqlite_sweep*.py`` and ``stores/postgres_sweep*.py``.
-SWEEP_SQL_PREFIX = ("stores/sqlite_sweep", "stores/postgres_sweep")
+#: the sweep store, ``stores/sweep*.py`` (written once for both backends) and each
+#: backend's own ``stores/sqlite/sweep*.py`` and ``stores/postgres/sweep*.py``. (The main
+#: schemas, ``stores/sqlite/migrations.py`` and ``stores/postgres/schema.py``, are not.)
+SWEEP_SQL_PREFIX = ("stores/sweep", "stores/sqlite/sweep", "stores/postgres/sweep")
 _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|FROM|JOIN|ALTER)\b")
 _SWEEP_TABLE = re.compile(r"\bsweep_[a-z_]+\b")
 
@@ -153,7 +155,7 @@ WALL_CLOCK_ALLOWED = {
     "sweep/stage.py": "a model-pass mark's lease, judged by other processes' wall clocks",
     "checkpoint/claims.py": "a claim file's age, against its modification time",
     "daemon/serve.py": "stale temporary files, by their modification time",
-    "stores/sqlite_health.py": "the telemetry line of a lost WAL, written as the store opens",
+    "stores/sqlite/health.py": "the telemetry line of a lost WAL, written as the store opens",
 }
 #: Calls that read the wall clock (the time of day), as (module or class, function).
 #: ``time.monotonic`` and ``time.perf_counter`` are not among them: they measure how long
@@ -496,10 +498,10 @@ BACK_DOORS = [
     (purity, "core/cron.py", "from datetime import datetime\nx = datetime.now()\n", 2),
     # a Protocol outside ports/
     (protocols, "llm/types.py", "from typing import Protocol\nclass Llm(Protocol):\n    pass\n", 2),
-    # the main store's adapter reading the sweep's tables
+    # the main store's repository reading the sweep's tables
     (
         sweep_sql,
-        "stores/sqlite_mirror.py",
+        "stores/memory.py",
         'Q = "SELECT id, text FROM sweep_fact WHERE active = 1"\n',
         1,
     ),
@@ -562,8 +564,9 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert layering("memory/recall.py", "from tether.ports import Store\n") == []
     assert layering("cli/commands_llm.py", "from tether.testing.fake_llama import x\n") == []
     assert purity("core/cron.py", "from datetime import datetime\nx = datetime(2026, 1, 1)\n") == []
-    assert sweep_sql("stores/sqlite_sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
-    assert sweep_sql("stores/sqlite.py", '"""Facts mirrored from sweep_fact."""\n') == []
+    assert sweep_sql("stores/sqlite/sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
+    assert sweep_sql("stores/postgres/sweep_schema.py", 'Q = "CREATE TABLE sweep_fact"\n') == []
+    assert sweep_sql("stores/sqlite/store.py", '"""Facts mirrored from sweep_fact."""\n') == []
     assert composition(ROOT, "runner = Runner(store, producer)\n") == []
     assert wall_clock(CLOCK_ROOT, "from datetime import datetime\nx = datetime.now()\n") == []
     assert wall_clock("cli/commands_hook.py", "import time\nt = time.monotonic()\n") == []

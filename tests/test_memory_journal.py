@@ -17,7 +17,7 @@ from sweep_helpers import day_packet, fact, write_stage
 from tether.core.sweep.state import JournalRow
 from tether.memory.journals import merged
 from tether.records import JournalEntry
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 
 

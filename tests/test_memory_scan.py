@@ -20,7 +20,7 @@ from tether.memory.identity import MEMORY_FILE
 from tether.records import JournalEntry, Page
 from tether.scan.secrets import fingerprint
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 
 T = datetime(2026, 11, 1, 9, tzinfo=UTC)
@@ -237,7 +237,7 @@ def test_what_cannot_be_rewritten_in_place_is_left_with_its_reason(home: Path) -
 def test_cells_past_the_first_batches_are_read_once_each(tmp_path: Path) -> None:
     """The cells are read a batch at a time, each batch after the last key seen: a store
     with more notes than two batches hold gives each note exactly once, in order."""
-    from tether.stores.sqlite_file import TEXT_BATCH
+    from tether.stores.dialect import TEXT_BATCH
 
     n = 2 * TEXT_BATCH + 7
     with SqliteStore(tmp_path / "tether.db") as st:

@@ -17,8 +17,8 @@ from tether.core import query
 from tether.core.inflections import forms
 from tether.core.synonyms import synonyms
 from tether.records import IndexCursor, LogRow, SearchQuery, SearchTerm
-from tether.stores import sqlite_fts
 from tether.stores.sqlite import SqliteStore
+from tether.stores.sqlite import fts as sqlite_fts
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -20,9 +20,9 @@ from tether.memory.identity import MEMORY_FILE, Identity
 from tether.memory.indexer import reindex
 from tether.memory.recall import recall
 from tether.memory.tiers import tiers
-from tether.stores.migrations import MIGRATIONS, statements
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.migrations import MIGRATIONS, statements
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 from tether.sweep.runner import Runner, members
 

@@ -31,10 +31,12 @@ from tether.records import (
     SearchTerm,
     TextCell,
 )
-from tether.stores import postgres_conn, postgres_schema
 from tether.stores.postgres import PostgresStore
-from tether.stores.postgres_conn import PgPool
-from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.stores.postgres import conn as postgres_conn
+from tether.stores.postgres import schema as postgres_schema
+from tether.stores.postgres.conn import PgPool
+from tether.stores.postgres.sweep import PostgresSweepStore
+from tether.stores.postgres.sweep_schema import SWEEP, SWEEP_MIGRATIONS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
@@ -350,3 +352,47 @@ def test_term_counts_follow_every_write_and_a_migration_fills_them(pg_url: str) 
     kept, counted = _df(pg_url, owner)
     assert kept == counted
     assert kept["tart"] == 2
+
+
+# -- the sweep's own migration track -----------------------------------------------------
+
+
+def _tables(url: str, owner: str) -> set[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (f"tether_{owner}",)
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def test_the_main_schema_names_no_sweep_table_and_the_sweep_makes_its_own(pg_url: str) -> None:
+    owner = pg_helpers.new_owner()
+    with PostgresStore(pg_url, owner) as main:
+        main.add_note("the main store alone", untrusted=False, session=None, time=T0)
+    assert not {t for t in _tables(pg_url, owner) if t.startswith("sweep_")}
+    with PostgresSweepStore(pg_url, owner) as sweep:
+        assert sweep.schema_version() == SWEEP.known
+    assert {"sweep_owner", "sweep_claim", "sweep_model_stage", "sweep_schema_version"} <= (
+        _tables(pg_url, owner)
+    )
+    put_fact(pg_url, owner, "a fact after the sweep made its tables")
+    with PostgresSweepStore(pg_url, owner) as again, again.transaction(write=False) as tx:
+        assert again.schema_version() == SWEEP.known  # nothing made twice
+        assert [f.text for f in tx.active_facts()] == ["a fact after the sweep made its tables"]
+
+
+def test_a_schema_whose_main_track_made_the_sweep_tables_is_adopted(pg_url: str) -> None:
+    """Before the sweep had its own track, the main track's first two levels made its
+    tables: such a schema keeps its rows and gets nothing made again."""
+    owner = pg_helpers.new_owner()
+    with PostgresStore(pg_url, owner):
+        pass
+    with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
+        conn.execute(f'SET LOCAL search_path TO "tether_{owner}"')
+        for script in SWEEP_MIGRATIONS:  # what the main track ran then
+            conn.execute(script.encode())
+    put_fact(pg_url, owner, "kept from before")
+    with PostgresSweepStore(pg_url, owner) as sweep, sweep.transaction(write=False) as tx:
+        assert sweep.schema_version() == SWEEP.known
+        assert [f.text for f in tx.active_facts()] == ["kept from before"]
+    assert "sweep_schema_version" not in _tables(pg_url, owner)  # adopted as it stands

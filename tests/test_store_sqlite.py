@@ -15,8 +15,8 @@ from tether.errors import StoreError, StoreVersionError
 from tether.ports import Store
 from tether.records import IndexCursor, JournalEntry, LogField, LogRow, Page
 from tether.stores import open_store
-from tether.stores.migrations import MIGRATIONS, statements
 from tether.stores.sqlite import SqliteStore
+from tether.stores.sqlite.migrations import MIGRATIONS, statements
 
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
 

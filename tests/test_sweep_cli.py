@@ -11,7 +11,7 @@ import pytest
 
 from daemon_helpers import tether
 from sweep_helpers import day_packet, fact, write_stage
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 
 

@@ -18,7 +18,7 @@ from tether.daemon.sweep_loop import SweepLoop
 from tether.memory.indexer import index_home
 from tether.records import Assistant, Baseline, User
 from tether.sessions import Session
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama, Reply
 

@@ -21,7 +21,7 @@ from tether.memory.indexer import index_home
 from tether.records import Assistant, Baseline, SessionMeta, User
 from tether.sessions import Session
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import stage
 from tether.testing.fake_llama import FakeLlama, Reply
 

@@ -15,7 +15,7 @@ from tether.core.sweep.errors import OwnerExistsError, SweepFencedError
 from tether.core.sweep.packet import TriggerRepair, digest
 from tether.core.sweep.state import Owner
 from tether.core.sweep.windows import window_for
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import apply, cursor, owners, receipts
 from tether.sweep.fence import DayContext
 from tether.sweep.producer import DeterministicProducer

@@ -23,10 +23,10 @@ from tether.daemon.compose import sweep_runner
 from tether.errors import StoreVersionError
 from tether.memory.facts import sync_facts
 from tether.records import TextCell
-from tether.stores.migrations import migrate
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_file import begun
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.file import begun
+from tether.stores.sqlite.migrations import migrate
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 
 T = datetime(2026, 11, 1, 9, tzinfo=UTC)

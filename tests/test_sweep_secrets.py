@@ -17,7 +17,7 @@ from tether.core.sweep.packet import DailySweepInput, TriggerRepair, digest, enc
 from tether.core.sweep.state import StagedPacket
 from tether.core.sweep.windows import window_for
 from tether.scan.secrets import fingerprint
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 from tether.sweep.runner import Runner, members
 

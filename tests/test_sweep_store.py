@@ -16,8 +16,8 @@ from tether.core.sweep.state import Cursor, Fact, JournalRow, Owner, Receipt, St
 from tether.errors import StoreError, StoreVersionError
 from tether.ports import SweepStore
 from tether.stores.sqlite import SqliteStore
-from tether.stores.sqlite_sweep import SqliteSweepStore
-from tether.stores.sqlite_sweep_schema import SWEEP_MIGRATIONS
+from tether.stores.sqlite.sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep_schema import SWEEP_MIGRATIONS
 
 T0 = datetime(2026, 11, 1, 9, tzinfo=UTC)
 
@@ -27,7 +27,7 @@ def store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Itera
     if backend == "sqlite":
         s: SweepStore = SqliteSweepStore(tmp_path / "tether.db")
     else:
-        from tether.stores.postgres_sweep import PostgresSweepStore
+        from tether.stores.postgres.sweep import PostgresSweepStore
 
         s = PostgresSweepStore(request.getfixturevalue("pg_url"), pg_helpers.new_owner())
     yield s

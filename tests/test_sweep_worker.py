@@ -14,8 +14,8 @@ import pg_helpers
 from bench_helpers import load_benchmark
 from daemon_helpers import spawn, tether
 from tether.daemon.fleet import WORKER_POOL, application_name
-from tether.stores.postgres_conn import PgPool
-from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.stores.postgres.conn import PgPool
+from tether.stores.postgres.sweep import PostgresSweepStore
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 BENCH = load_benchmark("postgres_store")

@@ -22,7 +22,7 @@ from test_sweep_model import CLUB, NOW, chat, excerpts, page
 from tether.home import init_home
 from tether.memory.indexer import index_home
 from tether.stores.postgres import PostgresStore
-from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.stores.postgres.sweep import PostgresSweepStore
 from tether.sweep import owners
 from tether.testing.fake_llama import FakeLlama
 from tether.testing.pause import release, wait_reached

@@ -18,8 +18,8 @@ from test_recall_mirror import old_store
 from tether.core import query, symbols
 from tether.memory.recall import recall
 from tether.records import IndexCursor, LogRow
-from tether.stores.migrations import MIGRATIONS, SYMBOLS_VERSION
 from tether.stores.sqlite import SqliteStore
+from tether.stores.sqlite.migrations import MIGRATIONS, SYMBOLS_VERSION
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 TEA, LAPTOP, WOMAN, THUMB, TONE = "🍵", "💻", "👩", "👍", "🏽"

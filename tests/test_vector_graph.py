@@ -30,7 +30,7 @@ from tether.config import Config  # noqa: E402
 from tether.home import init_home  # noqa: E402
 from tether.imports.jsonl import import_jsonl  # noqa: E402
 from tether.stores.sqlite import SqliteStore  # noqa: E402
-from tether.stores.sqlite_vectors import SqliteVectors  # noqa: E402
+from tether.stores.sqlite.vectors import SqliteVectors  # noqa: E402
 
 pytestmark = pytest.mark.vectors
 

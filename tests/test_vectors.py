@@ -145,11 +145,11 @@ def test_a_graph_grown_over_the_vectors_finds_what_the_exact_search_finds(
     config = load_config(home)
     graphed: VectorIndex
     if config.store.postgres:
-        from tether.stores.postgres_vectors import PostgresVectors
+        from tether.stores.postgres.vectors import PostgresVectors
 
         graphed = PostgresVectors(config.store.url, config.store.owner, graph_from=8)
     else:
-        from tether.stores.sqlite_vectors import SqliteVectors
+        from tether.stores.sqlite.vectors import SqliteVectors
 
         graphed = SqliteVectors(home / "tether.db", graph_from=8)
     try:
@@ -399,7 +399,7 @@ def test_pgvector_is_used_exactly_when_the_server_has_it(pg_url: str) -> None:
     on a server without it (this test server) the portable layout serves alone."""
     import psycopg
 
-    from tether.stores.postgres_vectors import PostgresVectors, pgvector_schema
+    from tether.stores.postgres.vectors import PostgresVectors, pgvector_schema
 
     owner = pg_helpers.new_owner()
     with closing(open_store_pg(pg_url, owner)), PostgresVectors(pg_url, owner) as index:

@@ -29,7 +29,7 @@ from tether.records import Assistant, Baseline, ToolCall, ToolResult, User
 from tether.scan.screen import Screened, screen
 from tether.sessions import Session
 from tether.stores import open_store
-from tether.stores.sqlite_sweep import SqliteSweepStore
+from tether.stores.sqlite.sweep import SqliteSweepStore
 from tether.sweep import owners
 
 T0 = datetime(2026, 10, 31, 9, 0, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 Queries are questions ("when did I buy my bike?"), never search syntax: the words of
 the input become ``SearchTerm`` records holding plain text, which each store renders
-safely for its own index (``stores.sqlite_fts`` for FTS5), so ``AND``, ``NEAR``, ``:``,
+safely for its own index (``stores.sqlite.fts`` for FTS5), so ``AND``, ``NEAR``, ``:``,
 parentheses or quotes in the input are plain words or separators and no query built here
 can be rejected. What the input may say on purpose is honoured: a "double-quoted" or
 'single-quoted' phrase (a title, a name) is also searched as a phrase, and ``word*`` as a

@@ -3,7 +3,7 @@ shared PostgreSQL database, the stores of every owner schema found there on it, 
 runner per owner (``compose.worker_runner``); then ``sweep.worker.work``.
 
 Connections: the worker's stores share one ``PgPool`` of at most ``WORKER_POOL``
-connections (each transaction sets its owner's ``search_path`` itself, ``postgres_conn``),
+connections (each transaction sets its owner's ``search_path`` itself, ``postgres.conn``),
 so a worker holds as many connections with 40 owners as with one, and a database whose
 ``max_connections`` is 100 serves many more workers than owners-times-workers allowed.
 The pool's connections say who they are (``application_name``: ``tether-worker-<pid>``).
@@ -41,8 +41,8 @@ from tether.extract.extractor import Extractor
 from tether.ports import ClaimingStore
 from tether.records import Completion, CompletionRequest
 from tether.stores.postgres import PostgresStore
-from tether.stores.postgres_conn import PgPool
-from tether.stores.postgres_sweep import PostgresSweepStore
+from tether.stores.postgres.conn import PgPool
+from tether.stores.postgres.sweep import PostgresSweepStore
 from tether.sweep import stage
 from tether.sweep.model import ModelProducer
 from tether.sweep.runner import Runner

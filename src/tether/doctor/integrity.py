@@ -46,7 +46,7 @@ def wal_problems(home: Path, config: Config) -> list[Problem]:
     if config.store.url:
         return []
     from tether.stores import sqlite_path
-    from tether.stores.sqlite_health import note_lost_wal, wal_lost
+    from tether.stores.sqlite.health import note_lost_wal, wal_lost
 
     path = sqlite_path(home, config)
     found = wal_lost(path)
@@ -61,7 +61,7 @@ def wal_warnings(home: Path, config: Config) -> list[str]:
     if config.store.url:
         return []
     from tether.stores import sqlite_path
-    from tether.stores.sqlite_health import lost_wals
+    from tether.stores.sqlite.health import lost_wals
 
     return [
         f"store: a lost write-ahead log ({w.frames} committed page write(s)) was found when "
@@ -76,7 +76,7 @@ def store_problems(home: Path, config: Config) -> list[Problem]:
     if config.store.url:
         return []
     from tether.stores import sqlite_path
-    from tether.stores.sqlite_health import fts_problem, quick_check
+    from tether.stores.sqlite.health import fts_problem, quick_check
 
     path = sqlite_path(home, config)
     if not path.exists():

@@ -11,7 +11,7 @@ rows into one hit per (session, turn). Every hit returned is logged in the recal
 
 Identity entries (memory.md) and the sweep's active facts are searched too, as kinds
 ``identity`` and ``fact``: a recall first brings their index rows in step (a cheap check
-when nothing changed; see ``memory.facts`` and ``stores.sqlite_mirror``), from the
+when nothing changed; see ``memory.facts`` and ``stores.memory``), from the
 ``SweepStore`` its caller passes (none: no facts).
 
 ``recall_sessions`` is the same search ranked by session: a session's turn hits

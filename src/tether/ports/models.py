@@ -47,7 +47,7 @@ class Embedder(Protocol):
 
 
 class VectorIndex(Protocol):
-    """Where the vectors of indexed rows are kept and searched (``stores.sqlite_vectors``).
+    """Where the vectors of indexed rows are kept and searched (``stores.sqlite.vectors``).
     A row's vectors go when the row goes or its text is rewritten."""
 
     def close(self) -> None: ...

@@ -154,7 +154,7 @@ class ModelStages(Protocol):
     day's model is called while another call for it may still run (``sweep.stage``
     encodes, reads and fences the records): the home's stage files
     (``sweep.stage.FileStages``), or the store's ``sweep_model_stage``
-    (``stores.postgres_sweep_stage``), where a sweep worker with no home keeps them."""
+    (``stores.postgres.sweep_stage``), where a sweep worker with no home keeps them."""
 
     def now(self) -> datetime:
         """The clock the marks' leases are on (the wall clock, or the database server's)."""

@@ -52,13 +52,14 @@ def open_store(home: Path, config: Config) -> Store:
 def open_sweep_store(home: Path, config: Config, *, migrate: bool = True) -> SweepStore:
     """The sweep's store, beside the main one. With ``migrate`` False (a reader: recall,
     the memory scan), a SQLite file the sweep never ran in is left without its tables
-    (its facts stamp says so); a PostgreSQL schema has one migration track for both."""
+    (its facts stamp says so); a PostgreSQL schema's sweep tables are made (or migrated)
+    on open, on the sweep's own track."""
     if config.store.postgres:
         _postgres()
-        from tether.stores.postgres_sweep import PostgresSweepStore
+        from tether.stores.postgres.sweep import PostgresSweepStore
 
         return PostgresSweepStore(config.store.url, config.store.owner)
-    from tether.stores.sqlite_sweep import SqliteSweepStore  # on use: recall starts faster
+    from tether.stores.sqlite.sweep import SqliteSweepStore  # on use: recall starts faster
 
     return SqliteSweepStore(sqlite_path(home, config), migrate=migrate)
 
@@ -70,9 +71,9 @@ class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
     where: str  # the file, or the URL without its password
     owner: str | None  # PostgreSQL: the owner whose schema this is
     server_version: str  # SQLite's library version, or the server's
-    level: int  # the migration level now (PostgreSQL: both schemas' one track)
+    level: int  # the main store's migration level now
     known: int  # the level this tether knows
-    sweep_level: int | None = None  # SQLite: the sweep's own track
+    sweep_level: int | None = None  # the sweep's own track, on both backends
     sweep_known: int | None = None
 
 
@@ -82,23 +83,28 @@ def migrate_store(home: Path, config: Config) -> StoreInfo:
     where it stands. A store newer than this tether raises StoreVersionError."""
     if config.store.postgres:
         _postgres()
-        from tether.stores import postgres_schema
         from tether.stores.postgres import PostgresStore
+        from tether.stores.postgres import schema as postgres_schema
+        from tether.stores.postgres.sweep import PostgresSweepStore
+        from tether.stores.postgres.sweep_schema import SWEEP
 
-        with PostgresStore(config.store.url, config.store.owner) as pg:
+        url, owner = config.store.url, config.store.owner
+        with PostgresStore(url, owner) as pg, PostgresSweepStore(url, owner) as pg_sweep:
             return StoreInfo(
                 backend="postgresql",
                 where=pg.path,
-                owner=config.store.owner,
+                owner=owner,
                 server_version=pg.pg.server_version(),
                 level=pg.schema_version(),
                 known=postgres_schema.KNOWN,
+                sweep_level=pg_sweep.schema_version(),
+                sweep_known=SWEEP.known,
             )
     import sqlite3
 
-    from tether.stores.migrations import MIGRATIONS
-    from tether.stores.sqlite_sweep import SqliteSweepStore
-    from tether.stores.sqlite_sweep_schema import SWEEP_MIGRATIONS
+    from tether.stores.sqlite.migrations import MIGRATIONS
+    from tether.stores.sqlite.sweep import SqliteSweepStore
+    from tether.stores.sqlite.sweep_schema import SWEEP_MIGRATIONS
 
     path = sqlite_path(home, config)
     with SqliteStore(path) as main, SqliteSweepStore(path) as sweep:
@@ -120,10 +126,10 @@ def open_vector_index(home: Path, config: Config) -> VectorIndex | None:
     (numpy). The return type keeps None for a backend without a vector table."""
     if config.store.postgres:
         _postgres()
-        from tether.stores.postgres_vectors import PostgresVectors
+        from tether.stores.postgres.vectors import PostgresVectors
 
         return PostgresVectors(config.store.url, config.store.owner)
-    from tether.stores.sqlite_vectors import SqliteVectors  # numpy: only with the extra
+    from tether.stores.sqlite.vectors import SqliteVectors  # numpy: only with the extra
 
     return SqliteVectors(sqlite_path(home, config))
 

@@ -1,6 +1,6 @@
 """One model's vectors of a ``doc_vec`` table held in a ``vector_matrix.VectorMatrix``
 and kept in step with the table, the same way on both backends (the adapter,
-``sqlite_vectors`` or ``postgres_vectors``, gives the reads); and the approximate graph
+``sqlite.vectors`` or ``postgres.vectors``, gives the reads); and the approximate graph
 over them (``vector_graph``): loaded from its file when the matrix is, grown a step at a
 time by ``maintain``, saved when a build is whole, every ``SAVE_EVERY`` vectors after, and
 on the adapter's close. The graph file is the only I/O here.

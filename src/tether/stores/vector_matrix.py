@@ -1,6 +1,6 @@
 """The in-memory side of a ``VectorIndex``: every vector of one model held as int8 codes
 with a per-vector scale, searched exactly by brute force. Backend-agnostic: the store
-adapters (``sqlite_vectors``, ``postgres_vectors``) read their table into it and keep it
+adapters (``sqlite.vectors``, ``postgres.vectors``) read their table into it and keep it
 in step (``table_matrix.TableMatrix``); it does no I/O.
 
 - Layout: the codes as stored (``encode``: int8, each vector scaled by its largest

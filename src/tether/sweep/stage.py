@@ -1,7 +1,7 @@
 """The model pass's stage: the at-most-once record of one owner-day's invocation, behind
 the ``ModelStages`` port. A home keeps it in a file (``FileStages``,
 ``<home>/sweep/stage/<owner>/<local-date>.json``); a sweep worker, which has no home, in
-the store (``stores.postgres_sweep_stage``: ``invoked`` committed before the first model
+the store (``stores.postgres.sweep_stage``: ``invoked`` committed before the first model
 request, the outcome committed after, the same records, read by the same ``read``).
 
 The ``invoked`` mark names its holder and a lease (``sweep.holder``): the holder renews

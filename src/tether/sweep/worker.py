@@ -1,7 +1,7 @@
 """``tether sweep worker``: one of a fleet of processes sweeping the owners of a shared
 store, on any machine, needing only the store's URL.
 
-A pass: for every owner schema in the database (``stores.postgres_conn.PgPool.owner_schemas``)
+A pass: for every owner schema in the database (``stores.postgres.conn.PgPool.owner_schemas``)
 and every sweep owner in it not deleted, offer the completed local days due after its
 cursor (``OwnerClaims.offer``: each owner-day once, whoever offers it); then claim days
 one at a time (skipping rows other workers have locked, never waiting on them, with a

@@ -1,6 +1,6 @@
 """The SQL of searching the embedded store's FTS5 index (``SqliteStore`` runs it under its
 lock and turns SQLite errors into ``StoreError``). Queries arrive as ``SearchQuery``
-records and are rendered by ``sqlite_fts``. bm25 is lower-is-better: every score handed
+records and are rendered by ``sqlite.fts``. bm25 is lower-is-better: every score handed
 out is ``-bm25`` (or a weighted sum of them), higher is better."""
 
 from __future__ import annotations
@@ -8,17 +8,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tether.records import Found, Hit, SearchQuery
-from tether.stores import sqlite_fts
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MICRO = timedelta(microseconds=1)
+from tether.stores.search import FOUND_COLUMNS, found_row, located, positive
+from tether.stores.sqlite import fts as sqlite_fts
 
 _HIT_COLUMNS = "d.kind, d.session, d.turn, d.text, d.tainted, d.ref"
-_FOUND_COLUMNS = "d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time, d.text"
 # One term's share of a row's score: its bm25 over the owner's words (``body``) plus
 # ``aside`` times its bm25 over the rest (``aside``), times the term's multiplier. A row
 # has text in one column only, so this weighs the row's whole share by its field.
@@ -45,14 +41,9 @@ def _only(only: Sequence[str] | None) -> tuple[str, list[object]]:
     return _ONLY, [json.dumps(list(only))]
 
 
-def _positive(k: int) -> None:
-    if k < 1:
-        raise ValueError("k must be at least 1")
-
-
 def search(c: sqlite3.Connection, query: SearchQuery, k: int) -> list[Hit]:
     """bm25 (both columns alike, term weights unused) of the whole query, best first."""
-    _positive(k)
+    positive(k)
     match = sqlite_fts.expression(query)
     if match is None:
         return []
@@ -83,7 +74,7 @@ def search_terms(
     One FTS5 query per term: bm25 of a one-term query is that term's share of an OR
     query's, so the sum is bm25 with a weight per term.
     """
-    _positive(k)
+    positive(k)
     terms = query.terms
     if not terms or (only is not None and not only):
         return []
@@ -105,7 +96,7 @@ def search_terms(
         ranked = f"SELECT id, sum(s) AS s FROM ({union}) GROUP BY id{having} ORDER BY s LIMIT ?"
     params.append(k)
     rows = c.execute(
-        f"SELECT {_FOUND_COLUMNS}, f.s FROM ({ranked}) AS f"
+        f"SELECT {FOUND_COLUMNS}, f.s FROM ({ranked}) AS f"
         " JOIN doc AS d ON d.id = f.id ORDER BY f.s, d.id",
         params,
     ).fetchall()
@@ -122,7 +113,7 @@ def newest(
 ) -> list[Found]:
     """The ``k`` most recently indexed rows ``query`` finds (among the last ``within``;
     among the rows of the refs ``only`` when it is given)."""
-    _positive(k)
+    positive(k)
     match = sqlite_fts.expression(query)
     if match is None or (only is not None and not only):
         return []
@@ -133,24 +124,12 @@ def newest(
         floor = int(top) - within
     # Postings are in rowid order: FTS5 walks them backwards and stops after k.
     rows = c.execute(
-        f"SELECT {_FOUND_COLUMNS}, 0.0"
+        f"SELECT {FOUND_COLUMNS}, 0.0"
         f" FROM (SELECT doc_fts.rowid AS rowid FROM {source}"
         " WHERE doc_fts MATCH ? AND doc_fts.rowid > ?"
         " ORDER BY doc_fts.rowid DESC LIMIT ?) AS f"
         " JOIN doc AS d ON d.id = f.rowid ORDER BY d.id DESC",
         (*extra, match, floor, k),
-    ).fetchall()
-    return [_found(r) for r in rows]
-
-
-def between(c: sqlite3.Connection, start: datetime, end: datetime, k: int) -> list[Found]:
-    """The first ``k`` log rows (user and assistant) written in ``[start, end)``."""
-    _positive(k)
-    rows = c.execute(
-        f"SELECT {_FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE d.kind = 'turn'"
-        " AND d.field IN ('user', 'assistant') AND d.time >= ? AND d.time < ?"
-        " ORDER BY d.time, d.id LIMIT ?",
-        ((start - EPOCH) // MICRO, (end - EPOCH) // MICRO, k),
     ).fetchall()
     return [_found(r) for r in rows]
 
@@ -183,43 +162,9 @@ def unindex(c: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
     return len(old)
 
 
-def _located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any, Any]:
-    """(kind, session, turn, ref) of a found row: a log row's ref is
-    ``turn:<session>:<turn>``; a summary unit (kind ``summary`` with a ref:
-    ``core.summaries``) keeps its session and ref, has no turn, and is shown as
-    ``session-summary`` / ``epoch-summary``; any other row has its own ref and no
-    session or turn."""
-    if kind == "summary" and ref is not None:
-        return _UNIT_KIND[":e" in ref], session, None, ref
-    if kind in ("turn", "summary"):
-        return kind, session, turn, f"turn:{session}:{turn}"
-    return kind, None, None, ref
-
-
-#: A unit's kind by whether its ref names an epoch (``summary:<session>:e<n>:...``).
-_UNIT_KIND = {True: "epoch-summary", False: "session-summary"}
-
-
-def _found(row: Sequence[Any]) -> Found:
-    doc_id, kind, session, turn, field, tainted, ref, micros, text, score = row
-    kind, session, turn, ref = _located(kind, session, turn, ref)
-    return Found(
-        id=doc_id,
-        kind=kind,
-        session=session,
-        turn=turn,
-        field=field,
-        tainted=bool(tainted),
-        ref=ref,
-        time=EPOCH + micros * MICRO,
-        text=text,
-        score=-float(score),
-    )
-
-
 def _hit(row: Sequence[Any]) -> Hit:
     kind, session, turn, text, tainted, ref, score = row
-    kind, session, turn, ref = _located(kind, session, turn, ref)
+    kind, session, turn, ref = located(kind, session, turn, ref)
     return Hit(
         kind=kind,
         session=session,
@@ -229,3 +174,8 @@ def _hit(row: Sequence[Any]) -> Hit:
         score=-float(score),
         ref=ref,
     )
+
+
+def _found(row: Sequence[Any]) -> Found:
+    """A found row with FTS5's bm25 negated (what ``sqlite.vectors`` reads rows with)."""
+    return found_row(row, -1.0)

@@ -1,5 +1,5 @@
 """What the two SQLite stores share (``sqlite.SqliteStore``, the memory and its index;
-``sqlite_sweep.SqliteSweepStore``, the daily sweep's tables, often in the same file).
+``sqlite.sweep.SqliteSweepStore``, the daily sweep's tables, often in the same file).
 
 - One connection per store object, guarded by a lock: a store may be handed between
   threads but runs one operation at a time. Other processes may use the same file (WAL:
@@ -8,8 +8,8 @@
   disk (``SQLITE_FULL``, or an I/O error with no room left) becomes ``DiskFullError``.
 - Transactions are explicit (``isolation_level=None``): ``begun`` commits at the end of
   the block and rolls back on any exception, which propagates.
-- Times are stored as fixed-width UTC text (``iso``), so SQL ``max()`` and ``ORDER BY``
-  sort them by time; a naive datetime is refused.
+- Times are stored as fixed-width UTC text (``dialect.iso``), so SQL ``max()`` and
+  ``ORDER BY`` sort them by time; a naive datetime is refused.
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from tether.errors import DiskFullError, StoreError
-from tether.stores.sqlite_health import note_lost_wal
+from tether.stores.sqlite.health import note_lost_wal
 
 #: SQLite's primary result codes for a full disk and a failed read or write.
 _SQLITE_FULL = 13
@@ -51,21 +50,6 @@ def disk_full(exc: sqlite3.Error, path: Path) -> bool:
     return room.f_bavail * room.f_frsize < _NEARLY_FULL
 
 
-def utc(time: datetime) -> datetime:
-    if time.tzinfo is None or time.utcoffset() is None:
-        raise ValueError(f"naive datetime {time.isoformat()}: times in the store are UTC")
-    return time.astimezone(UTC)
-
-
-def iso(time: datetime) -> str:
-    """Fixed-width UTC text, so SQL ``max()`` and ``ORDER BY`` sort it by time."""
-    return utc(time).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def from_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
 @contextlib.contextmanager
 def begun(c: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
     """``begin``, then COMMIT at the end of the block; ROLLBACK on any exception."""
@@ -82,39 +66,6 @@ def begun(c: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[Non
 def tables(c: sqlite3.Connection) -> set[str]:
     """The names of the tables in the file (a store reading another's may find none)."""
     return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-#: Rows one query of ``text_rows`` reads.
-TEXT_BATCH = 500
-
-
-def text_rows(
-    c: sqlite3.Connection,
-    table: str,
-    keys: tuple[str, ...],
-    column: str,
-    *,
-    extra: str = "",
-    only: str = "",
-) -> Iterator[tuple[Any, ...]]:
-    """Each row of ``table`` whose ``column`` holds text, in key order, as its key columns,
-    the column, then the ``extra`` expressions (``, ref``); ``only`` narrows the rows (SQL
-    ending in ``AND``). Read ``TEXT_BATCH`` rows a query, each after the last key seen, so
-    a large journal is never held at once and the scan never restarts from the top."""
-    cols = ", ".join(keys)
-    after: tuple[Any, ...] | None = None
-    while True:
-        where = f"({cols}) > ({', '.join('?' * len(keys))}) AND " if after else ""
-        rows = c.execute(
-            f"SELECT {cols}, {column}{extra} FROM {table} AS t "
-            f"WHERE {where}{only}{column} IS NOT NULL AND {column} != '' "
-            f"ORDER BY {cols} LIMIT ?",
-            (*(after or ()), TEXT_BATCH),
-        ).fetchall()
-        yield from rows
-        if len(rows) < TEXT_BATCH:
-            return
-        after = tuple(rows[-1][: len(keys)])
 
 
 class SqliteFile:

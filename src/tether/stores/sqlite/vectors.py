@@ -37,9 +37,9 @@ import msgspec
 
 from tether.errors import StoreError
 from tether.records import Found, VecSource, VectorCounts
-from tether.stores import sqlite_search as fts
-from tether.stores.migrations import MIGRATIONS
-from tether.stores.sqlite_file import SqliteFile, begun
+from tether.stores.sqlite import search as fts
+from tether.stores.sqlite.file import SqliteFile, begun
+from tether.stores.sqlite.migrations import MIGRATIONS
 from tether.stores.table_matrix import TableMatrix
 from tether.stores.vector_graph import GRAPH_FROM
 from tether.stores.vector_matrix import VectorMatrix, encode

@@ -37,7 +37,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from tether.errors import StoreConnectionLostError, StoreError
-from tether.stores import postgres_schema as schema
+from tether.stores.postgres import schema
 
 T = TypeVar("T")
 # The pool logs every failed connection attempt while it retries; tether reports the
@@ -219,6 +219,20 @@ class PgStore:
             from tether.errors import StoreVersionError
 
             raise StoreVersionError(self.where, self.level, schema.KNOWN)
+
+    def track_level(self, track: schema.Track, *, migrate: bool = True) -> int:
+        """Another migration track in this owner's schema (the sweep's), brought to the
+        level it knows when ``migrate``; its level. A newer one is refused unchanged."""
+        self._check_open()
+        with self._connection("migrating the schema") as conn, self._errors("migrating the schema"):
+            if migrate:
+                schema.migrate(conn, self.schema, self.where, track)
+            level = track.level(conn, self.schema)
+        if level > track.known:
+            from tether.errors import StoreVersionError
+
+            raise StoreVersionError(self.where, level, track.known)
+        return level
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))

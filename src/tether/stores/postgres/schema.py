@@ -1,33 +1,34 @@
-"""The PostgreSQL schema as numbered migrations, one track for the main store's tables
-and the sweep's, in the owner's own schema (``tether_<owner>``: see ``postgres_conn``).
+"""The PostgreSQL schema of the main store as numbered migrations, in the owner's own
+schema (``tether_<owner>``: see ``postgres.conn``); and ``migrate``, the runner of every
+track there (this one, and the sweep's own: ``postgres.sweep_schema``, as on SQLite).
 
 ``MIGRATIONS[n]`` takes a schema from version n to n + 1, in one transaction, under a
-transaction-level advisory lock keyed by the schema's name: two processes migrating at
-once (two daemons starting, ``tether store migrate`` beside a worker) take turns, and the
-second finds the work done. The version is the one row of ``schema_version``. Append a
-script for every change; never edit one that has shipped. A schema at a version beyond
-this list is refused, unchanged (``StoreVersionError``).
+transaction-level advisory lock keyed by the schema's name and the track: two processes
+migrating at once (two daemons starting, ``tether store migrate`` beside a worker) take
+turns, and the second finds the work done. The version is the one row of the track's
+table (``schema_version`` here). Append a script for every change; never edit one that
+has shipped (the first two once also made the sweep's tables: a schema made then has
+them, and the sweep's track counts them as its own first levels). A schema at a version
+beyond the list is refused, unchanged (``StoreVersionError``).
 
 Columns keep the SQLite store's types (times as fixed-width UTC text or unix
 microseconds, flags as integers), so both backends decode rows with the same code. The
-full-text index is ``doc.tsv`` (a ``tsvector`` of FTS5's tokens, ``postgres_text``) under
+full-text index is ``doc.tsv`` (a ``tsvector`` of FTS5's tokens, ``postgres.text``) under
 GIN, with ``doc.len`` (tokens in the row) and the counters ``doc_rows``/``doc_tokens`` in
 ``stat`` for bm25; ``aside`` marks assistant replies, tool calls and summaries, which a
 search may weigh apart from the owner's words.
 
-The sweep's fact change stamp is a counter per owner in ``sweep_fact_change``, bumped by
-triggers in the writing transaction (per owner, so workers on different owners never
-wait on one row); the stamp is the sum, which every change moves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import Connection, sql
 
 from tether.errors import StoreVersionError
-from tether.stores.postgres_sweep_schema import SWEEP_COUNTER, SWEEP_MODEL_STAGE, SWEEP_TABLES
 
 #: How many times a term's tokens occur in a row's vector (a phrase: as a run; the last
 #: token a prefix when ``pre``): the term frequency bm25 needs, as FTS5 counts it.
@@ -47,7 +48,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 """
 
-#: Sentence vectors of indexed rows (``postgres_vectors``, the extra tether[vectors]): the
+#: Sentence vectors of indexed rows (``postgres.vectors``, the extra tether[vectors]): the
 #: SQLite layout (its migration 8). One vector per part of a ``doc`` row, int8 with a
 #: scale (or float32) in ``bytea``, tagged with its model (``vec_model``; ``ann``: every
 #: vector of the model also has its pgvector copy in ``vec_ann``, which exists only on a
@@ -261,10 +262,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
 
     """
-    + SWEEP_TABLES
-    + SWEEP_COUNTER
     + _TF,
-    SWEEP_MODEL_STAGE,
+    # 2: once the sweep's model stage; the sweep's tables have their own track now.
+    "SELECT 1",
     # 3: sentence vectors (``_VECTORS``).
     _VECTORS,
     # 4: document frequencies per word (``_TERM_DF``).
@@ -275,42 +275,68 @@ MIGRATIONS: tuple[str, ...] = (
 KNOWN = len(MIGRATIONS)
 
 
-def _lock(conn: Connection[Any], schema: str) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"tether:{schema}",))
+@dataclass(frozen=True)
+class Track:
+    """One numbered migration track in an owner's schema: its scripts, the table that
+    holds its version, and how to read that version (``level``)."""
+
+    name: str
+    migrations: tuple[str, ...]
+    table: str
+    level: Callable[[Connection[Any], str], int]
+
+    @property
+    def known(self) -> int:
+        return len(self.migrations)
 
 
-def version(conn: Connection[Any], schema: str) -> int:
-    """The schema's migration level (0: not there yet)."""
+def _lock(conn: Connection[Any], key: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"tether:{key}",))
+
+
+def exists(conn: Connection[Any], schema: str, table: str) -> bool:
     row = conn.execute(
-        "SELECT to_regclass(format('%%I.schema_version', %s::text)) IS NOT NULL", (schema,)
+        "SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) IS NOT NULL", (schema, table)
     ).fetchone()
-    if row is None or not row[0]:
+    return bool(row and row[0])
+
+
+def version(conn: Connection[Any], schema: str, table: str = "schema_version") -> int:
+    """The level of the track whose version ``table`` holds (0: not there yet)."""
+    if not exists(conn, schema, table):
         return 0
     found = conn.execute(
-        sql.SQL("SELECT version FROM {}.schema_version").format(sql.Identifier(schema))
+        sql.SQL("SELECT version FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
     ).fetchone()
     return 0 if found is None else int(found[0])
 
 
-def migrate(conn: Connection[Any], schema: str, where: str) -> int:
-    """Bring ``schema`` to ``KNOWN`` (creating it), each step in its own transaction under
-    the advisory lock with the version re-read inside; the migrations run. A newer
-    schema raises StoreVersionError with nothing changed. ``conn`` is in autocommit."""
+MAIN = Track("main", MIGRATIONS, "schema_version", version)
+
+
+def migrate(conn: Connection[Any], schema: str, where: str, track: Track = MAIN) -> int:
+    """Bring ``schema`` to the level ``track`` knows (creating the schema), each step in
+    its own transaction under the track's advisory lock with the version re-read inside;
+    how many migrations ran. A newer schema raises StoreVersionError with nothing
+    changed. ``conn`` is in autocommit."""
     applied = 0
+    key = schema if track is MAIN else f"{schema}:{track.name}"  # the main key as it was
     while True:
         with conn.transaction():
-            _lock(conn, schema)
-            current = version(conn, schema)
-            if current > KNOWN:
-                raise StoreVersionError(where, current, KNOWN)
-            if current == KNOWN:
+            _lock(conn, key)
+            current = track.level(conn, schema)
+            if current > track.known:
+                raise StoreVersionError(where, current, track.known)
+            if current == track.known:
                 return applied
             ident = sql.Identifier(schema)
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
             conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(ident))
-            conn.execute(MIGRATIONS[current].encode())
-            if current == 0:
-                conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-                conn.execute("INSERT INTO schema_version VALUES (0)")
-            conn.execute("UPDATE schema_version SET version = %s", (current + 1,))
+            conn.execute(track.migrations[current].encode())
+            table = sql.Identifier(track.table)
+            conn.execute(
+                sql.SQL("CREATE TABLE IF NOT EXISTS {} (version INTEGER NOT NULL)").format(table)
+            )
+            conn.execute(sql.SQL("DELETE FROM {}").format(table))
+            conn.execute(sql.SQL("INSERT INTO {} VALUES (%s)").format(table), (current + 1,))
             applied += 1

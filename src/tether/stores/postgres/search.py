@@ -1,12 +1,12 @@
 """Searching the PostgreSQL store: the same rows, in the same order and with the same
-scores, as the SQLite store's FTS5 search (``sqlite_search``).
+scores, as the SQLite store's FTS5 search (``sqlite.search``).
 
 Matching is ``doc.tsv @@ tsquery`` under the GIN index, with the tokens FTS5 would use
-(``postgres_text``). Scoring is FTS5's own bm25, computed here the way its C code does
+(``postgres.text``). Scoring is FTS5's own bm25, computed here the way its C code does
 (k1 = 1.2, b = 0.75; idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6; a row's
 length and the average are in tokens): N and the total length come from the counters
 kept with every write (``stat``), n of a word from ``term_df`` (kept by triggers,
-``postgres_schema``) and of a phrase or prefix by one count under the index, the term
+``postgres.schema``) and of a phrase or prefix by one count under the index, the term
 frequency from the row's vector (``tether_tf``, which counts a phrase's runs as FTS5
 does). Every constant and quotient that can be is computed in Python with the same
 floating-point operations as FTS5, so the scores agree to the last bit where the sums
@@ -17,23 +17,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from tether.records import Found, Hit, SearchQuery
-from tether.stores import postgres_text as text
-from tether.stores.sqlite_search import EPOCH, MICRO
+from tether.stores.postgres import text
+from tether.stores.search import FOUND_COLUMNS, found_row, hit, positive
 
 K1 = 1.2
 B = 0.75
-_COLUMNS = "d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time, d.text"
-
-
-def _positive(k: int) -> None:
-    if k < 1:
-        raise ValueError("k must be at least 1")
 
 
 def _totals(c: psycopg.Connection[Any]) -> tuple[int, float]:
@@ -133,7 +126,7 @@ def _ranked(
         params.append(len(terms))
     params.append(k)
     return c.execute(
-        f"SELECT {_COLUMNS}, f.s FROM ({ranked} ORDER BY s DESC, id LIMIT %s) AS f"
+        f"SELECT {FOUND_COLUMNS}, f.s FROM ({ranked} ORDER BY s DESC, id LIMIT %s) AS f"
         " JOIN doc AS d ON d.id = f.id ORDER BY f.s DESC, d.id",
         params,
     ).fetchall()
@@ -158,8 +151,8 @@ def _tf(r: text.Rendered) -> tuple[str, list[object]]:
 
 def search(c: psycopg.Connection[Any], query: SearchQuery, k: int) -> list[Hit]:
     """bm25 of the whole query (both fields alike, term weights unused), best first."""
-    _positive(k)
-    return [_hit(r) for r in _ranked(c, query, k, aside=1.0, weights=False, only=None)]
+    positive(k)
+    return [hit(found_row(r)) for r in _ranked(c, query, k, aside=1.0, weights=False, only=None)]
 
 
 def search_terms(
@@ -170,10 +163,10 @@ def search_terms(
     aside: float,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
-    _positive(k)
+    positive(k)
     if only is not None and not only:
         return []
-    return [_found(r) for r in _ranked(c, query, k, aside=aside, weights=True, only=only)]
+    return [found_row(r) for r in _ranked(c, query, k, aside=aside, weights=True, only=only)]
 
 
 def newest(
@@ -184,7 +177,7 @@ def newest(
     within: int | None = None,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
-    _positive(k)
+    positive(k)
     match = text.whole(query)
     if match is None or (only is not None and not only):
         return []
@@ -194,22 +187,11 @@ def newest(
         floor = int(top[0] if top else 0) - within
     where, extra = _only(only)
     rows = c.execute(
-        f"SELECT {_COLUMNS}, 0.0 FROM doc AS d WHERE d.tsv @@ %s::tsquery AND d.id > %s{where}"
+        f"SELECT {FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE d.tsv @@ %s::tsquery AND d.id > %s{where}"
         " ORDER BY d.id DESC LIMIT %s",
         (match, floor, *extra, k),
     ).fetchall()
-    return [_found(r) for r in rows]
-
-
-def between(c: psycopg.Connection[Any], start: datetime, end: datetime, k: int) -> list[Found]:
-    _positive(k)
-    rows = c.execute(
-        f"SELECT {_COLUMNS}, 0.0 FROM doc AS d WHERE d.kind = 'turn'"
-        " AND d.field IN ('user', 'assistant') AND d.time >= %s AND d.time < %s"
-        " ORDER BY d.time, d.id LIMIT %s",
-        ((start - EPOCH) // MICRO, (end - EPOCH) // MICRO, k),
-    ).fetchall()
-    return [_found(r) for r in rows]
+    return [found_row(r) for r in rows]
 
 
 def count_matches(
@@ -232,48 +214,5 @@ def count_matches(
     return out
 
 
-def _located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any, Any]:
-    """(kind, session, turn, ref) of a found row: a log row's ref is
-    ``turn:<session>:<turn>``; a summary unit (kind ``summary`` with a ref:
-    ``core.summaries``) keeps its session and ref, has no turn, and is shown as
-    ``session-summary`` / ``epoch-summary``; any other row has its own ref and no
-    session or turn."""
-    if kind == "summary" and ref is not None:
-        return _UNIT_KIND[":e" in ref], session, None, ref
-    if kind in ("turn", "summary"):
-        return kind, session, turn, f"turn:{session}:{turn}"
-    return kind, None, None, ref
-
-
-#: A unit's kind by whether its ref names an epoch (``summary:<session>:e<n>:...``).
-_UNIT_KIND = {True: "epoch-summary", False: "session-summary"}
-
-
-def _found(row: Sequence[Any]) -> Found:
-    doc_id, kind, session, turn, field, tainted, ref, micros, body, score = row
-    kind, session, turn, ref = _located(kind, session, turn, ref)
-    return Found(
-        id=doc_id,
-        kind=kind,
-        session=session,
-        turn=turn,
-        field=field,
-        tainted=bool(tainted),
-        ref=ref,
-        time=EPOCH + micros * MICRO,
-        text=body,
-        score=float(score),
-    )
-
-
-def _hit(row: Sequence[Any]) -> Hit:
-    f = _found(row)
-    return Hit(
-        kind=f.kind,
-        session=f.session,
-        turn=f.turn,
-        text=f.text,
-        tag="memory-tainted" if f.tainted else "memory",
-        score=f.score,
-        ref=f.ref,
-    )
+#: How ``postgres.vectors`` reads found rows.
+_found = found_row

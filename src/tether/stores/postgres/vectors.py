@@ -1,8 +1,8 @@
 """Sentence vectors of the PostgreSQL store's indexed rows (``tether.ports.VectorIndex``).
 
-Layout (``postgres_schema``'s vectors migration): the SQLite one, in the owner's schema.
+Layout (``postgres.schema``'s vectors migration): the SQLite one, in the owner's schema.
 ``doc_vec`` holds one vector per part of a ``doc`` row (int8 with a per-vector scale, in
-``bytea``, encoded as ``sqlite_vectors`` does, so both backends hold the same numbers),
+``bytea``, encoded as ``sqlite.vectors`` does, so both backends hold the same numbers),
 tagged with its model (``vec_model``); triggers drop a row's vectors when the row is
 deleted or its text changes, and count it in ``stat.vec_gone``.
 
@@ -36,10 +36,9 @@ from psycopg import sql
 
 from tether.errors import StoreError
 from tether.records import Found, VecSource, VectorCounts
-from tether.stores import postgres_schema as schema
-from tether.stores import postgres_search as search
-from tether.stores.postgres_conn import PgStore
-from tether.stores.sqlite_vectors import DTYPE
+from tether.stores.postgres import schema, search
+from tether.stores.postgres.conn import PgStore
+from tether.stores.sqlite.vectors import DTYPE
 from tether.stores.table_matrix import TableMatrix
 from tether.stores.vector_graph import GRAPH_FROM
 from tether.stores.vector_matrix import VectorMatrix, encode

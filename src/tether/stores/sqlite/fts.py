@@ -4,7 +4,7 @@ Every term becomes an FTS5 string (``"`` doubled inside), so whatever it holds (
 ``NEAR(``, ``:``, ``^``, parentheses, quotes) is text for the tokenizer and no expression
 built here can be rejected. A phrase is the same string (FTS5 matches a string's tokens
 in order), a prefix is the string followed by ``*``; terms are joined by ``OR`` (any) or
-``AND`` (all). Weights are not part of the expression: ``sqlite_search`` runs one query
+``AND`` (all). Weights are not part of the expression: ``sqlite.search`` runs one query
 per term and multiplies its bm25 by the term's weight.
 
 PostgreSQL will render the same record as a tsquery: each term through ``to_tsquery``, a

@@ -1,6 +1,6 @@
 """The SQLite schema as numbered migrations, tracked in ``PRAGMA user_version``; and
 ``migrate``, the one runner both schemas in the file use (this one and the sweep's,
-``sqlite_sweep_schema``, which keeps its own version).
+``sqlite.sweep_schema``, which keeps its own version).
 
 ``MIGRATIONS[n]`` takes a database from version n to n + 1 in one transaction. Append a
 new script for every change; never edit one that has shipped: databases in the field
@@ -163,7 +163,7 @@ MIGRATIONS: tuple[str, ...] = (
          THEN text || coalesce(' ' || seg, '') ELSE '' END)
         VIRTUAL;
     """,
-    # 5: the budget gate's spend ledger (``sqlite_budget``): one row per gated model call,
+    # 5: the budget gate's spend ledger (``budget``): one row per gated model call,
     # and per local day and kind the running total the gate checks, so a check reads a
     # handful of rows however many calls the day has had.
     """
@@ -192,7 +192,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, kind)
     ) WITHOUT ROWID;
     """,
-    # 6: what the sweep's producer reads of a day (``sqlite_days``): log rows by time and
+    # 6: what the sweep's producer reads of a day (``days``): log rows by time and
     # by session and turn, each session's owner, discard, folder, onboarding mark and
     # open turn, the epoch summaries compactions wrote, and the session-day digests.
     """
@@ -231,7 +231,7 @@ MIGRATIONS: tuple[str, ...] = (
     # (``core.symbols``): no SQL, only ``AFTER[SYMBOLS_VERSION]``, which gives every row
     # whose ``seg`` changes its new one. Its place in this tuple is its number.
     _SYMBOLS,
-    # 8: sentence vectors of indexed rows (``sqlite_vectors``, the extra tether[vectors]).
+    # 8: sentence vectors of indexed rows (``sqlite.vectors``, the extra tether[vectors]).
     # One vector per part of a ``doc`` row (a long text is embedded in parts), made by
     # the model named in ``vec_model``: a model change leaves the old vectors unread
     # until re-embedded. A row deleted from ``doc``, or whose text is rewritten (a

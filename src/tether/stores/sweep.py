@@ -1,33 +1,23 @@
-"""The sweep's SweepStore over SQLite: its own tables in ``<home>/tether.db``.
+"""The sweep's ``SweepTx`` written once over both stores (``dialect.Sql``), with the
+decoding of its rows.
 
-The sweep keeps its own numbered migration track in ``sweep_schema_version`` (one row),
-separate from the main store's ``PRAGMA user_version``, so the two schemas evolve
-independently in the same file. ``SWEEP_MIGRATIONS[n]`` takes the sweep tables from
-version n to n + 1 in one transaction; append, never edit a shipped script; a newer
-version is refused unchanged.
+The constraints that make the sweep idempotent are the schema's, alike on both backends:
+``sweep_journal.receipt_id`` UNIQUE (a retried apply can never add a second journal
+entry), one active fact per slot, receipts and stages keyed. What a write transaction
+read of an owner stays true until it commits: SQLite's ``BEGIN IMMEDIATE`` holds the
+file; on PostgreSQL (READ COMMITTED) each owner it touches is locked first
+(``SweepTx._owner_lock``, a transaction-level advisory lock), so runners on one owner
+take turns while runners on different owners never wait on each other.
 
-Canonical sweep writes are journalled in ``sweep_journal``, in the same transaction as
-the fact or trigger they record, with ``receipt_id UNIQUE``: a retried apply can never add
-a second journal entry. (The main store's ``journal_append`` commits on its own
-connection, so it cannot share that transaction, and it has no owner column to wipe by.)
-
-Every write transaction is ``BEGIN IMMEDIATE`` with ``synchronous = FULL``: a claim,
-apply, completion or cursor advance that returned is on disk.
-
-What the main store's fact mirror and the memory scan need of the sweep is here too
-(``facts_stamp``, ``active_facts``, ``read_cells``, ``rewrite_cells``; the SQL in
-``sqlite_sweep_cells``), so no other module names a sweep table. Opened with
-``migrate=False`` (a reader), a file the sweep never ran in is left without its tables.
+The stores (``sqlite.sweep``, ``postgres.sweep``) open connections, begin and end the
+transactions and migrate the tables; nothing here knows which backend it runs on.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from datetime import date
-from pathlib import Path
-from typing import cast
+from typing import Any
 
 from tether.core.sweep.state import (
     Cursor,
@@ -38,39 +28,44 @@ from tether.core.sweep.state import (
     StagedPacket,
     StandingTrigger,
 )
-from tether.records import TextCell
-from tether.stores import sqlite_sweep_cells as cells
-from tether.stores.migrations import migrate
-from tether.stores.sqlite_file import SqliteFile, begun, from_iso, iso, tables
-from tether.stores.sqlite_sweep_schema import (
-    SWEEP_MIGRATIONS,
-    _fact,
-    _fields,
-    _journal,
-    _owner,
-    _receipt,
-    _trigger,
+from tether.stores.dialect import Sql, columns, from_iso, iso, opt_from_iso, upsert
+from tether.stores.sweep_cells import active_facts_sql
+
+#: The tables of an owner's sweep state (``wipe_owner``); PostgreSQL adds the model
+#: stage of its sweep workers (``postgres.sweep_stage``).
+OWNER_TABLES = (
+    "sweep_fact",
+    "sweep_trigger",
+    "sweep_journal",
+    "sweep_receipt",
+    "sweep_cursor",
+    "sweep_stage",
 )
-
-BUSY_TIMEOUT_MS = 15_000
-
-
-def _sweep_version(c: sqlite3.Connection) -> int:
-    c.execute("CREATE TABLE IF NOT EXISTS sweep_schema_version (version INTEGER)")
-    row = c.execute("SELECT version FROM sweep_schema_version").fetchone()
-    return 0 if row is None else int(row[0])
+_CURSOR = "owner, timezone, local_date, window_id, window_start, window_end, updated_at"
 
 
-def _set_sweep_version(c: sqlite3.Connection, version: int) -> None:
-    c.execute("DELETE FROM sweep_schema_version")
-    c.execute("INSERT INTO sweep_schema_version VALUES (?)", (version,))
+class SweepTx:
+    """``tether.ports.SweepTx`` on one connection inside an open transaction (``db``). In
+    a write transaction every owner it touches is locked first (``_owner_lock``), so what
+    it read of that owner stays true until it commits; ``lock_prefix`` keys the owners'
+    locks (on PostgreSQL, the schema's name: advisory locks span the database)."""
 
+    def __init__(
+        self,
+        db: Sql,
+        *,
+        write: bool,
+        lock_prefix: str = "",
+        owner_tables: tuple[str, ...] = OWNER_TABLES,
+    ) -> None:
+        self.db = db
+        self._write = write
+        self._lock_prefix = lock_prefix
+        self._owner_tables = owner_tables
 
-class SqliteSweepTx:
-    """``tether.ports.SweepTx`` on one connection inside an open transaction."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._c = conn
+    def _owner_lock(self, owner_id: str) -> None:
+        if self._write:
+            self.db.hold(f"{self._lock_prefix}/owner/{owner_id}")
 
     # -- owners ---------------------------------------------------------------------
     _OWNER = (
@@ -79,18 +74,20 @@ class SqliteSweepTx:
     )
 
     def owner(self, owner_id: str) -> Owner | None:
-        row = self._c.execute(
+        self._owner_lock(owner_id)
+        row = self.db.execute(
             f"SELECT {self._OWNER} FROM sweep_owner WHERE id = ?", (owner_id,)
         ).fetchone()
-        return None if row is None else _owner(row)
+        return None if row is None else owner_row(row)
 
     def owners(self) -> list[Owner]:
-        rows = self._c.execute(f"SELECT {self._OWNER} FROM sweep_owner ORDER BY id")
-        return [_owner(r) for r in rows]
+        rows = self.db.execute(f"SELECT {self._OWNER} FROM sweep_owner ORDER BY id")
+        return [owner_row(r) for r in rows]
 
     def put_owner(self, owner: Owner) -> None:
-        self._c.execute(
-            f"INSERT OR REPLACE INTO sweep_owner ({self._OWNER}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        self._owner_lock(owner.id)
+        self.db.execute(
+            upsert("sweep_owner", columns(self._OWNER), ("id",)),
             (
                 owner.id,
                 owner.timezone_name,
@@ -104,17 +101,11 @@ class SqliteSweepTx:
         )
 
     def wipe_owner(self, owner_id: str) -> int:
-        deleted = 0
-        for table in (
-            "sweep_fact",
-            "sweep_trigger",
-            "sweep_journal",
-            "sweep_receipt",
-            "sweep_cursor",
-            "sweep_stage",
-        ):
-            deleted += self._c.execute(f"DELETE FROM {table} WHERE owner = ?", (owner_id,)).rowcount
-        return deleted
+        self._owner_lock(owner_id)
+        return sum(
+            self.db.count(f"DELETE FROM {table} WHERE owner = ?", (owner_id,))
+            for table in self._owner_tables
+        )
 
     # -- facts and triggers ---------------------------------------------------------
     _FACT = (
@@ -123,14 +114,16 @@ class SqliteSweepTx:
     )
 
     def fact_in_slot(self, owner_id: str, subject: str, entity: str) -> Fact | None:
-        row = self._c.execute(
+        self._owner_lock(owner_id)
+        row = self.db.execute(
             f"SELECT {self._FACT} FROM sweep_fact"
             " WHERE owner = ? AND subject = ? AND entity = ? AND active = 1",
             (owner_id, subject, entity),
         ).fetchone()
-        return None if row is None else _fact(row)
+        return None if row is None else fact_row(row)
 
     def put_fact(self, fact: Fact) -> Fact:
+        self._owner_lock(fact.owner)
         values = (
             fact.owner,
             fact.subject,
@@ -145,44 +138,51 @@ class SqliteSweepTx:
             fact.visibility,
         )
         if fact.id:
-            self._c.execute(
+            self.db.execute(
                 "UPDATE sweep_fact SET owner = ?, subject = ?, entity = ?, text = ?,"
                 " authority = ?, refs = ?, origin_receipt = ?, active = ?, created_at = ?,"
                 " updated_at = ?, visibility = ? WHERE id = ?",
                 (*values, fact.id),
             )
             return fact
-        cur = self._c.execute(
+        row = self.db.execute(
             f"INSERT INTO sweep_fact ({self._FACT.removeprefix('id, ')})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             values,
-        )
-        return Fact(**{**_fields(fact), "id": cast(int, cur.lastrowid)})
+        ).fetchone()
+        assert row is not None
+        return Fact(**{**fields(fact), "id": int(row[0])})
 
     def facts_stamp(self) -> str:
-        return cells.facts_stamp(self._c)
+        """The fact change counters' sum as text (triggers move them on every write of a
+        fact or an owner: one row on SQLite, one per owner on PostgreSQL)."""
+        row = self.db.one("SELECT coalesce(sum(n), 0) FROM sweep_fact_change")
+        return str(int(row[0]) if row else 0)
 
     def active_facts(self) -> list[Fact]:
-        return [_fact(r) for r in self._c.execute(cells.active_facts_sql(self._FACT))]
+        return [fact_row(r) for r in self.db.all(active_facts_sql(self._FACT))]
 
     def facts(self, owner_id: str) -> list[Fact]:
-        rows = self._c.execute(
+        self._owner_lock(owner_id)
+        rows = self.db.execute(
             f"SELECT {self._FACT} FROM sweep_fact WHERE owner = ? ORDER BY id", (owner_id,)
         )
-        return [_fact(r) for r in rows]
+        return [fact_row(r) for r in rows]
 
     _TRIGGER = "owner, id, condition, authority, provenance, active, updated_at"
 
     def trigger(self, owner_id: str, trigger_id: str) -> StandingTrigger | None:
-        row = self._c.execute(
+        self._owner_lock(owner_id)
+        row = self.db.execute(
             f"SELECT {self._TRIGGER} FROM sweep_trigger WHERE owner = ? AND id = ?",
             (owner_id, trigger_id),
         ).fetchone()
-        return None if row is None else _trigger(row)
+        return None if row is None else trigger_row(row)
 
     def put_trigger(self, trigger: StandingTrigger) -> None:
-        self._c.execute(
-            f"INSERT OR REPLACE INTO sweep_trigger ({self._TRIGGER}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self._owner_lock(trigger.owner)
+        self.db.execute(
+            upsert("sweep_trigger", columns(self._TRIGGER), ("owner", "id")),
             (
                 trigger.owner,
                 trigger.id,
@@ -195,25 +195,27 @@ class SqliteSweepTx:
         )
 
     def triggers(self, owner_id: str) -> list[StandingTrigger]:
-        rows = self._c.execute(
+        self._owner_lock(owner_id)
+        rows = self.db.execute(
             f"SELECT {self._TRIGGER} FROM sweep_trigger WHERE owner = ? ORDER BY id", (owner_id,)
         )
-        return [_trigger(r) for r in rows]
+        return [trigger_row(r) for r in rows]
 
     # -- journal --------------------------------------------------------------------
     _JOURNAL = "id, owner, receipt_id, time, who, action, target, before, after, evidence"
 
     def journal_for(self, receipt_id: str) -> JournalRow | None:
-        row = self._c.execute(
+        row = self.db.execute(
             f"SELECT {self._JOURNAL} FROM sweep_journal WHERE receipt_id = ?", (receipt_id,)
         ).fetchone()
-        return None if row is None else _journal(row)
+        return None if row is None else journal_row(row)
 
     def append_journal(self, row: JournalRow) -> JournalRow:
-        cur = self._c.execute(
+        self._owner_lock(row.owner)
+        found = self.db.execute(
             "INSERT INTO sweep_journal"
             " (owner, receipt_id, time, who, action, target, before, after, evidence)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 row.owner,
                 row.receipt_id,
@@ -225,14 +227,24 @@ class SqliteSweepTx:
                 row.after,
                 row.evidence,
             ),
-        )
-        return JournalRow(**{**_fields(row), "id": cast(int, cur.lastrowid)})
+        ).fetchone()
+        assert found is not None
+        return JournalRow(**{**fields(row), "id": int(found[0])})
+
+    def journal_rows(self, limit: int | None = None) -> list[JournalRow]:
+        """Every owner's journal, oldest first (the last ``limit`` rows, when given)."""
+        sql = f"SELECT {self._JOURNAL} FROM sweep_journal"
+        if limit is None:
+            return [journal_row(r) for r in self.db.all(sql + " ORDER BY id")]
+        rows = self.db.all(sql + " ORDER BY id DESC LIMIT ?", (limit,))
+        return [journal_row(r) for r in reversed(rows)]
 
     def journal(self, owner_id: str) -> list[JournalRow]:
-        rows = self._c.execute(
+        self._owner_lock(owner_id)
+        rows = self.db.execute(
             f"SELECT {self._JOURNAL} FROM sweep_journal WHERE owner = ? ORDER BY id", (owner_id,)
         )
-        return [_journal(r) for r in rows]
+        return [journal_row(r) for r in rows]
 
     # -- receipts -------------------------------------------------------------------
     _RECEIPT = (
@@ -241,15 +253,15 @@ class SqliteSweepTx:
     )
 
     def receipt(self, receipt_id: str) -> Receipt | None:
-        row = self._c.execute(
+        row = self.db.execute(
             f"SELECT {self._RECEIPT} FROM sweep_receipt WHERE id = ?", (receipt_id,)
         ).fetchone()
-        return None if row is None else _receipt(row)
+        return None if row is None else receipt_row(row)
 
     def put_receipt(self, receipt: Receipt) -> None:
-        self._c.execute(
-            f"INSERT OR REPLACE INTO sweep_receipt ({self._RECEIPT})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._owner_lock(receipt.owner)
+        self.db.execute(
+            upsert("sweep_receipt", columns(self._RECEIPT), ("id",)),
             (
                 receipt.id,
                 receipt.owner,
@@ -271,17 +283,19 @@ class SqliteSweepTx:
         )
 
     def receipts(self, owner_id: str) -> list[Receipt]:
-        rows = self._c.execute(
+        self._owner_lock(owner_id)
+        rows = self.db.execute(
             f"SELECT {self._RECEIPT} FROM sweep_receipt WHERE owner = ?"
             " ORDER BY local_date, namespace, source_generation, kind, source_key, ordinal, id",
             (owner_id,),
         )
-        return [_receipt(r) for r in rows]
+        return [receipt_row(r) for r in rows]
 
     def pending_receipts(
         self, owner_id: str, namespace: int, local_date: date, account_gen: int, source_gen: int
     ) -> int:
-        row = self._c.execute(
+        self._owner_lock(owner_id)
+        row = self.db.execute(
             "SELECT count(*) FROM sweep_receipt WHERE owner = ? AND namespace = ?"
             " AND local_date = ? AND account_generation = ? AND source_generation = ?"
             " AND state = 'pending'",
@@ -291,9 +305,9 @@ class SqliteSweepTx:
 
     # -- cursor and stages ----------------------------------------------------------
     def cursor(self, owner_id: str) -> Cursor | None:
-        row = self._c.execute(
-            "SELECT owner, timezone, local_date, window_id, window_start, window_end, updated_at"
-            " FROM sweep_cursor WHERE owner = ?",
+        self._owner_lock(owner_id)
+        row = self.db.execute(
+            f"SELECT {_CURSOR} FROM sweep_cursor WHERE owner = ?",
             (owner_id,),
         ).fetchone()
         if row is None:
@@ -309,10 +323,9 @@ class SqliteSweepTx:
         )
 
     def put_cursor(self, cursor: Cursor) -> None:
-        self._c.execute(
-            "INSERT OR REPLACE INTO sweep_cursor"
-            " (owner, timezone, local_date, window_id, window_start, window_end, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self._owner_lock(cursor.owner)
+        self.db.execute(
+            upsert("sweep_cursor", columns(_CURSOR), ("owner",)),
             (
                 cursor.owner,
                 cursor.timezone_name,
@@ -327,7 +340,8 @@ class SqliteSweepTx:
     def stage(
         self, owner_id: str, local_date: date, source_gen: int, window_id: str
     ) -> StagedPacket | None:
-        row = self._c.execute(
+        self._owner_lock(owner_id)
+        row = self.db.execute(
             "SELECT digest, packet, created_at FROM sweep_stage WHERE owner = ?"
             " AND local_date = ? AND source_generation = ? AND window_id = ?",
             (owner_id, local_date.isoformat(), source_gen, window_id),
@@ -345,10 +359,11 @@ class SqliteSweepTx:
         )
 
     def put_stage(self, staged: StagedPacket) -> None:
-        self._c.execute(
-            "INSERT OR IGNORE INTO sweep_stage"
+        self._owner_lock(staged.owner)
+        self.db.execute(
+            "INSERT INTO sweep_stage"
             " (owner, local_date, source_generation, window_id, digest, packet, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (
                 staged.owner,
                 staged.local_date.isoformat(),
@@ -361,72 +376,83 @@ class SqliteSweepTx:
         )
 
 
-class SqliteSweepStore(SqliteFile):
-    """``tether.ports.SweepStore`` over ``<home>/tether.db`` (or any path). One connection
-    guarded by a lock; other processes may use the same file at the same time."""
+def fields(struct: Any) -> dict[str, Any]:
+    return {f: getattr(struct, f) for f in struct.__struct_fields__}
 
-    busy_timeout_ms = BUSY_TIMEOUT_MS
 
-    def __init__(self, path: Path | str, *, migrate: bool = True) -> None:
-        self._migrates = migrate
-        super().__init__(path)
+def owner_row(r: Sequence[Any]) -> Owner:
+    return Owner(
+        id=r[0],
+        timezone_name=r[1],
+        account_generation=r[2],
+        source_generation=r[3],
+        receipt_namespace=r[4],
+        first_date=date.fromisoformat(r[5]),
+        created_at=from_iso(r[6]),
+        deleted_at=opt_from_iso(r[7]),
+    )
 
-    def _setup(self) -> None:
-        with self._errors("cannot open the sweep store"):
-            c = self._c()
-            self._busy_timeout_and_wal(c)
-            c.execute("PRAGMA synchronous = FULL")
-        if not self._migrates:
-            return  # a reader (recall, memory scan): a file the sweep never ran in stays so
-        migrate(
-            self.path,
-            self._migrating,
-            SWEEP_MIGRATIONS,
-            version=_sweep_version,
-            set_version=_set_sweep_version,
-        )
 
-    @contextlib.contextmanager
-    def _migrating(self) -> Iterator[sqlite3.Connection]:
-        with self._errors("migrating the sweep schema"), self._lock:
-            c = self._c()
-            with begun(c):
-                yield c
+def fact_row(r: Sequence[Any]) -> Fact:
+    return Fact(
+        id=r[0],
+        owner=r[1],
+        subject=r[2],
+        entity=r[3],
+        text=r[4],
+        authority=r[5],
+        refs=r[6],
+        origin_receipt=r[7],
+        active=bool(r[8]),
+        created_at=from_iso(r[9]),
+        updated_at=from_iso(r[10]),
+        visibility=r[11],
+    )
 
-    def schema_version(self) -> int:
-        with self.transaction(write=False) as tx:
-            row = tx._c.execute("SELECT version FROM sweep_schema_version").fetchone()
-        return int(row[0])
 
-    def journal_rows(self, limit: int | None = None) -> list[JournalRow]:
-        sql = f"SELECT {SqliteSweepTx._JOURNAL} FROM sweep_journal"
-        with self._lock, self._errors("reading the sweep journal"):
-            c = self._c()
-            if "sweep_journal" not in tables(c):
-                return []  # a reader on a file the sweep never ran in
-            if limit is None:
-                return [_journal(r) for r in c.execute(sql + " ORDER BY id")]
-            rows = c.execute(sql + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
-            return [_journal(r) for r in reversed(rows)]
+def trigger_row(r: Sequence[Any]) -> StandingTrigger:
+    return StandingTrigger(
+        owner=r[0],
+        id=r[1],
+        condition=r[2],
+        authority=r[3],
+        provenance=r[4],
+        active=bool(r[5]),
+        updated_at=from_iso(r[6]),
+    )
 
-    def read_cells(self, visit: Callable[[TextCell], None]) -> None:
-        with self._lock, self._errors("reading the sweep's text"):
-            cells.read_cells(self._c(), visit)
 
-    def rewrite_cells(self, edits: Sequence[tuple[TextCell, str]]) -> tuple[list[bool], bool]:
-        self._secure_delete(True)  # the old text is zeroed, not just freed
-        try:
-            with self.transaction() as tx:
-                made = cells.rewrite_cells(tx._c, edits)
-        finally:
-            self._secure_delete(False)
-        return made, self._truncate_wal()
+def journal_row(r: Sequence[Any]) -> JournalRow:
+    return JournalRow(
+        id=r[0],
+        owner=r[1],
+        receipt_id=r[2],
+        time=from_iso(r[3]),
+        who=r[4],
+        action=r[5],
+        target=r[6],
+        before=r[7],
+        after=r[8],
+        evidence=r[9],
+    )
 
-    @contextlib.contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[SqliteSweepTx]:
-        """``BEGIN IMMEDIATE`` (or a deferred read snapshot), committed at the end of the
-        block, rolled back on any exception (which propagates)."""
-        with self._lock, self._errors("sweep transaction"):
-            c = self._c()
-            with begun(c, "BEGIN IMMEDIATE" if write else "BEGIN"):
-                yield SqliteSweepTx(c)
+
+def receipt_row(r: Sequence[Any]) -> Receipt:
+    return Receipt(
+        id=r[0],
+        owner=r[1],
+        namespace=r[2],
+        local_date=date.fromisoformat(r[3]),
+        kind=r[4],
+        source_key=r[5],
+        ordinal=r[6],
+        account_generation=r[7],
+        source_generation=r[8],
+        digest=r[9],
+        state=r[10],
+        claimant=r[11],
+        lease_until=from_iso(r[12]),
+        attempts=r[13],
+        outcome=r[14],
+        updated_at=from_iso(r[15]),
+    )

@@ -1,5 +1,5 @@
-"""The sweep's stored text, cell by cell, for ``tether memory scan``; and what the main
-store's fact mirror reads (the change stamp, the active facts).
+"""The sweep's stored text, cell by cell, for ``tether memory scan``, on both stores; and
+what the main store's fact mirror reads (the active facts).
 
 Cells: sweep facts, the sweep journal's before/after, standing-trigger conditions and
 staged day packets (when the sweep's tables are there). ``read_cells`` visits them in
@@ -12,12 +12,10 @@ its digest follows its bytes. Nothing here decides what is a secret: the caller 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
-from tether.core.sweep.state import NO_SWEEP
 from tether.records import TextCell
-from tether.stores.sqlite_file import tables, text_rows
+from tether.stores.dialect import Sql, text_rows
 
 #: (kind, table, key columns, column), in the order a scan visits them.
 CELLS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
@@ -45,28 +43,21 @@ _ACTIVE_FACTS = (
 )
 
 
-def facts_stamp(c: sqlite3.Connection) -> str:
-    """The sweep's fact change counter (bumped by triggers on every fact or owner write)
-    as text, or ``NO_SWEEP``."""
-    if "sweep_fact_change" not in tables(c):
-        return NO_SWEEP
-    row = c.execute("SELECT n FROM sweep_fact_change").fetchone()
-    return NO_SWEEP if row is None else str(row[0])
-
-
 def active_facts_sql(columns: str) -> str:
     """The active facts of owners not deleted, by id."""
     return _ACTIVE_FACTS.format(columns=columns)
 
 
-def read_cells(c: sqlite3.Connection, visit: Callable[[TextCell], None]) -> None:
-    """Call ``visit`` with every non-empty sweep text cell, table by table, in key order."""
-    present = tables(c)
+def read_cells(
+    db: Sql, visit: Callable[[TextCell], None], present: Collection[str] | None = None
+) -> None:
+    """Call ``visit`` with every non-empty sweep text cell, table by table, in key order
+    (only of the tables in ``present``, when given: a SQLite file the sweep never ran in)."""
     for kind, table, keys, column in CELLS:
-        if table not in present:
+        if present is not None and table not in present:
             continue
-        busy = f", {BUSY_STAGE}" if kind == "stage" else ", 0"
-        for row in text_rows(c, table, keys, column, extra=busy):
+        busy = f", {BUSY_STAGE}" if kind == "stage" else f", {db.dialect.false}"
+        for row in text_rows(db, table, keys, column, extra=busy):
             key = tuple(row[: len(keys)])
             value = row[len(keys)]
             text = bytes(value).decode("utf-8", "replace") if kind == "stage" else value
@@ -78,7 +69,7 @@ def _keys(table: str) -> tuple[str, ...]:
     return next(keys for _, t, keys, _ in CELLS if t == table)
 
 
-def rewrite_cells(c: sqlite3.Connection, edits: Sequence[tuple[TextCell, str]]) -> list[bool]:
+def rewrite_cells(db: Sql, edits: Sequence[tuple[TextCell, str]]) -> list[bool]:
     """Replace each cell's text inside the write transaction the caller has begun, where
     it still holds the text it was read with (and, for a stage, its day is still not in
     progress); per edit, whether it was made."""
@@ -87,16 +78,16 @@ def rewrite_cells(c: sqlite3.Connection, edits: Sequence[tuple[TextCell, str]]) 
         match = " AND ".join(f"t.{k} = ?" for k in _keys(cell.table))
         if cell.kind == "stage":
             data = text.encode()
-            done = c.execute(
+            done = db.count(
                 f"UPDATE sweep_stage AS t SET packet = ?, digest = ?"
                 f" WHERE {match} AND t.packet = ? AND NOT ({BUSY_STAGE})",
                 (data, hashlib.sha256(data).hexdigest(), *cell.key, cell.text.encode()),
             )
         else:
-            done = c.execute(
+            done = db.count(
                 f"UPDATE {cell.table} AS t SET {cell.column} = ?"
                 f" WHERE {match} AND t.{cell.column} = ?",
                 (text, *cell.key, cell.text),
             )
-        made.append(done.rowcount > 0)
+        made.append(done > 0)
     return made

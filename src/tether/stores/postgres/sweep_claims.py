@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 
 from tether.records import ClaimedDay
-from tether.stores.postgres_conn import PgStore
-from tether.stores.sqlite_file import iso
+from tether.stores.dialect import iso
+from tether.stores.postgres.conn import PgStore
 
 Conn = psycopg.Connection[Any]
 

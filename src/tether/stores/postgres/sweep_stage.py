@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 
 from tether.errors import StoreError
-from tether.stores.postgres_conn import PgStore
+from tether.stores.postgres.conn import PgStore
 
 Conn = psycopg.Connection[Any]
 #: Tries of one write whose outcome the lost connection left unknown.

@@ -1,0 +1,80 @@
+"""What both stores' searches share: the columns of a found row and their decoding, and
+``between`` (a period's log rows, no text index needed). Matching and ranking are each
+backend's own: ``sqlite.search`` (FTS5's bm25, lower is better: its scores come negated)
+and ``postgres.search`` (the same bm25 over a ``tsvector``, higher is better)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from tether.records import Found, Hit
+from tether.stores.dialect import Sql, from_micros, micros
+
+#: A found row's columns (``d`` is ``doc``); a score follows them.
+FOUND_COLUMNS = "d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time, d.text"
+
+
+def positive(k: int) -> None:
+    if k < 1:
+        raise ValueError("k must be at least 1")
+
+
+def located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any, Any]:
+    """(kind, session, turn, ref) of a found row: a log row's ref is
+    ``turn:<session>:<turn>``; a summary unit (kind ``summary`` with a ref:
+    ``core.summaries``) keeps its session and ref, has no turn, and is shown as
+    ``session-summary`` / ``epoch-summary``; any other row has its own ref and no
+    session or turn."""
+    if kind == "summary" and ref is not None:
+        return _UNIT_KIND[":e" in ref], session, None, ref
+    if kind in ("turn", "summary"):
+        return kind, session, turn, f"turn:{session}:{turn}"
+    return kind, None, None, ref
+
+
+#: A unit's kind by whether its ref names an epoch (``summary:<session>:e<n>:...``).
+_UNIT_KIND = {True: "epoch-summary", False: "session-summary"}
+
+
+def found_row(row: Sequence[Any], sign: float = 1.0) -> Found:
+    """``FOUND_COLUMNS`` and a score (times ``sign``: -1 for FTS5's bm25) as a ``Found``."""
+    doc_id, kind, session, turn, field, tainted, ref, time, text, score = row
+    kind, session, turn, ref = located(kind, session, turn, ref)
+    return Found(
+        id=doc_id,
+        kind=kind,
+        session=session,
+        turn=turn,
+        field=field,
+        tainted=bool(tainted),
+        ref=ref,
+        time=from_micros(time),
+        text=text,
+        score=sign * float(score),
+    )
+
+
+def hit(found: Found) -> Hit:
+    return Hit(
+        kind=found.kind,
+        session=found.session,
+        turn=found.turn,
+        text=found.text,
+        tag="memory-tainted" if found.tainted else "memory",
+        score=found.score,
+        ref=found.ref,
+    )
+
+
+def between(db: Sql, start: datetime, end: datetime, k: int) -> list[Found]:
+    """The first ``k`` log rows (user and assistant) written in ``[start, end)``."""
+    positive(k)
+    rows = db.all(
+        f"SELECT {FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE d.kind = 'turn'"
+        " AND d.field IN ('user', 'assistant') AND d.time >= ? AND d.time < ?"
+        " ORDER BY d.time, d.id LIMIT ?",
+        (micros(start), micros(end), k),
+    )
+    return [found_row(r) for r in rows]
