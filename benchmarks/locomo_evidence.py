@@ -257,7 +257,7 @@ def _fused(
     the embedding's seconds."""
     from tether.llm import embedder
     from tether.memory.vectors import Vectors, embed_missing
-    from tether.stores.sqlite_vectors import SqliteVectors
+    from tether.stores.sqlite.vectors import SqliteVectors
 
     with closing(SqliteVectors(home / "tether.db")) as index:
         t0 = time.perf_counter()

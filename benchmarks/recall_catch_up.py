@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from click.testing import CliRunner
 
@@ -77,7 +78,7 @@ def _window(i: int, w: int, turns: int) -> str:
     out = []
     for n in range(turns):
         words = " ".join(WORDS[(i + w + n + k) % len(WORDS)] for k in range(24))
-        role = "user" if n % 2 == 0 else "assistant"
+        role: Literal["user", "assistant"] = "user" if n % 2 == 0 else "assistant"
         out.append(
             Turn(
                 role,

@@ -38,7 +38,7 @@ def without_units() -> Iterator[None]:
     def none(*_args: Any, **_kwargs: Any) -> tuple[list[Any], list[str]]:
         return [], []
 
-    indexer._units = none  # type: ignore[assignment]
+    indexer._units = none
     try:
         yield
     finally:

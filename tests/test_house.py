@@ -378,7 +378,7 @@ def full_store(rel: str, source: str) -> list[Broken]:
             named = any(alias.name == "Store" for alias in node.names)
         elif isinstance(node, ast.Attribute) and node.attr == "Store":
             named = isinstance(node.value, ast.Name) and node.value.id == "ports"
-        if named:
+        if named and isinstance(node, ast.ImportFrom | ast.Attribute):
             rule = "typed on the whole Store: name the role ports it uses (tether.ports.store)"
             broken.append(Broken(rel, node.lineno, rule))
     return broken

@@ -53,7 +53,7 @@ _HARNESS_NOTE = ("<", "Caveat:", "[Request interrupted")
 #: holding none of them has no sentence to take, and is skipped without running the
 #: patterns over it (their alternations cost ~40 us a sentence; a session digest
 #: (``core.summaries``) reads long replies).
-_DECIDED_WORDS = (
+_DECIDED_WORDS: tuple[str, ...] = (
     "decid",
     "decision",
     "settle",
@@ -70,7 +70,7 @@ _DECIDED_WORDS = (
     "stick",
     "opted",
 )
-_OPEN_WORDS = (
+_OPEN_WORDS: tuple[str, ...] = (
     "todo",
     "fixme",
     "next step",
