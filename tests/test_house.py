@@ -580,7 +580,7 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert full_store("memory/notes.py", "from tether.ports import NoteWriter\n") == []
     assert full_store("cli/context.py", "from tether.ports import Store\n") == []
     assert ui_apart("ui/actions.py", "from tether.sweep.marks import discard\n") == []
-    assert command_apart("cli/commands_sweep.py", "from tether.cli.clock import now\n") == []
+    assert command_apart("cli/commands_sweep.py", "from tether.cli.indexing import warn\n") == []
     assert command_apart("cli/main.py", "from tether.cli.commands_sweep import x\n") == []
     assert (
         thin_commands("sweep/status.py", "with store.transaction(write=False):\n    pass\n") == []
