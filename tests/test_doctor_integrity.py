@@ -62,7 +62,9 @@ def _problems(report: dict[str, Any]) -> list[tuple[str, int | None]]:
 def _recall(home: Path, query: str) -> tuple[list[str], str]:
     out = tether(home, "memory", "recall", query, "--json", "-k", "10")
     assert out.returncode == 0, out.stderr
-    return [hit["text"] for hit in json.loads(out.stdout)], out.stderr
+    # What was written (the session's digest, a summary unit, may be found beside it).
+    units = ("session-summary", "epoch-summary")
+    return [h["text"] for h in json.loads(out.stdout) if h["kind"] not in units], out.stderr
 
 
 def _log(home: Path) -> Path:
