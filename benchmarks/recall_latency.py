@@ -22,7 +22,12 @@ search and the query embedding at any size honestly but says nothing of quality 
 known-item figure then). Also printed: the vectors' size per 100k turns.
 
     .venv/bin/python benchmarks/recall_latency.py [--turns 100000 1000000] [--queries 300]
-        [--vectors real|synthetic] [--keep DIR]
+        [--vectors real|synthetic] [--keep DIR] [--dump-hits FILE]
+
+``--dump-hits FILE`` (with ``--vectors``) writes every question's fused hits, refs and
+scores, to ``FILE.<turns>``, untimed; ``benchmarks/same_hits.py A B`` says whether two
+such files (two checkouts on one kept home) rank alike: a speed change must not move a
+hit.
 """
 
 from __future__ import annotations
@@ -203,8 +208,10 @@ def bench_vectors(
     questions: list[tuple[str, int, str]],
     turn_of: dict[int, tuple[str, int]],
     turns: int,
+    dump: Path | None = None,
 ) -> None:
-    """The vector figures (see the module's doc) on a home already built and measured."""
+    """The vector figures (see the module's doc) on a home already built and measured;
+    with ``dump``, every question's fused hits written there (``dump_hits``)."""
     import numpy as np
 
     from tether.llm import embedder
@@ -284,6 +291,8 @@ def bench_vectors(
             if target >= 0:
                 known += 1
                 found += turn_of[target] in {(h.session, h.turn) for h in hits}
+        if dump is not None:
+            dump_hits(dump, store, vectors, questions)
         query = model.embed([questions[0][0]])
         nearest = [timed(lambda: index.nearest(model.model_id, query, 200)) for _ in range(50)]
         # The exact scan in the same run: the same table, no graph (the baseline).
@@ -319,6 +328,25 @@ def bench_vectors(
         index.close()
 
 
+def dump_hits(
+    path: Path, store: SqliteStore, vectors: object, questions: list[tuple[str, int, str]]
+) -> None:
+    """Each question's fused ``recall`` (k 10) and ``recall_sessions`` (k 5), one JSON line
+    each: refs in order and scores (repr), to compare two checkouts' rankings on one kept
+    home (``benchmarks/same_hits.py``)."""
+    from tether.memory.recall import recall_sessions
+    from tether.memory.vectors import Vectors
+
+    assert isinstance(vectors, Vectors)
+    with path.open("w") as f:
+        for q, _, _ in questions:
+            hits = recall(store, q, 10, time=T0, vectors=vectors)
+            f.write(json.dumps({"q": q, "hits": [[h.ref, repr(h.score)] for h in hits]}) + "\n")
+            found = recall_sessions(store, q, 5, time=T0, vectors=vectors)
+            sessions = [[s.session, repr(s.score), [t.ref for t in s.turns]] for s in found]
+            f.write(json.dumps({"q": q, "sessions": sessions}) + "\n")
+
+
 def bench(
     turns: int,
     n_queries: int,
@@ -327,6 +355,7 @@ def bench(
     tmp: Path,
     *,
     vectors: str | None = None,
+    dump: Path | None = None,
 ) -> None:
     corpus = Corpus(seed)
     home = tmp / f"home-{turns}"
@@ -346,6 +375,7 @@ def bench(
             n_queries=n_queries,
             per_session=per_session,
             vectors=vectors,
+            dump=dump,
         )
     finally:
         store.close()
@@ -402,6 +432,7 @@ def measure(
     n_queries: int,
     per_session: int,
     vectors: str | None,
+    dump: Path | None = None,
 ) -> None:
     """The recall figures on a built home (lexical, then with vectors if asked)."""
     emit(
@@ -463,7 +494,13 @@ def measure(
     emit(figure="recall_ms_mean", turns=turns, value=round(statistics.fmean(ours), 2))
     if vectors is not None:
         bench_vectors(
-            vectors, home=home, store=store, questions=questions, turn_of=turn_of, turns=turns
+            vectors,
+            home=home,
+            store=store,
+            questions=questions,
+            turn_of=turn_of,
+            turns=turns,
+            dump=dump,
         )
 
 
@@ -480,6 +517,12 @@ def main() -> None:
     parser.add_argument(
         "--keep", type=Path, default=None, help="build the homes in this (new) folder and keep them"
     )
+    parser.add_argument(
+        "--dump-hits",
+        type=Path,
+        default=None,
+        help="with --vectors: write each question's fused hits here (<file>.<turns>)",
+    )
     args = parser.parse_args()
     for turns in args.turns:
         with (
@@ -488,8 +531,15 @@ def main() -> None:
             else nullcontext(str(args.keep))
         ) as tmp:
             Path(tmp).mkdir(parents=True, exist_ok=True)
+            dump = None if args.dump_hits is None else args.dump_hits.with_suffix(f".{turns}")
             bench(
-                turns, args.queries, args.session_turns, args.seed, Path(tmp), vectors=args.vectors
+                turns,
+                args.queries,
+                args.session_turns,
+                args.seed,
+                Path(tmp),
+                vectors=args.vectors,
+                dump=dump,
             )
 
 

@@ -109,6 +109,11 @@ class MiniLM:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
+        # No spinning: onnxruntime's worker threads otherwise busy-wait after each run,
+        # taking a core from the rest of the recall (and from everything else on a busy
+        # machine): one query's embedding 58 -> 17 ms p50 on two loaded cores, batches
+        # no slower (benchmarks/RESULTS.md, issue 35, branch ``latency``).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3  # its warnings about the int8 graph are not ours
         try:
             self._session = ort.InferenceSession(

@@ -36,14 +36,18 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 _loaded: Any = None
+#: OpenMP threads a graph is grown with (faiss's default: one per core), set per call:
+#: a search runs on the calling thread alone (``search``).
+_add_threads = 1
 
 
 def _faiss() -> Any:
     """faiss, imported when a graph is first made or loaded (a fifth of a second that a
     store below ``GRAPH_FROM`` never pays)."""
-    global _loaded  # noqa: PLW0603 (a module imported once)
+    global _loaded, _add_threads  # noqa: PLW0603 (a module imported once)
     if _loaded is None:
         _loaded = importlib.import_module("faiss")
+        _add_threads = int(_loaded.omp_get_max_threads())
     return _loaded
 
 
@@ -106,6 +110,7 @@ class VectorGraph:
             return
         if int(ids[0]) <= self.last:
             raise ValueError("graph ids must ascend past the last one added")
+        _faiss().omp_set_num_threads(_add_threads)  # this thread may have searched
         self._index.add_with_ids(
             np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64)
         )
@@ -126,6 +131,11 @@ class VectorGraph:
         wanted, at least ``MIN_CANDIDATES`` (the caller rescores)."""
         count = max(want * OVERSAMPLE, MIN_CANDIDATES)
         self._base.hnsw.efSearch = count
+        # One OpenMP thread (the setting is the calling thread's own): one query's search
+        # gains nothing from the pool, yet faiss enters a parallel region for it, and
+        # waking the pool's sleeping threads took 66 ms p50 on two busy cores against
+        # 3.8 ms on one thread, for the same ids (benchmarks/RESULTS.md, issue 35).
+        _faiss().omp_set_num_threads(1)
         _, ids = self._index.search(np.asarray(query, np.float32).reshape(1, -1), count)
         found = np.asarray(ids[0], dtype=np.int64)
         return found[found >= 0]

@@ -275,14 +275,12 @@ class VectorMatrix:
             rows = self._graph_candidates(q, live, want)
         else:
             rows = self._candidates(q, live, want)
-        exact = (self._codes[rows].astype(np.float32) * self._scales[rows, None]) @ q
+        exact = _rescore(self._codes[rows], self._scales[rows], q)
         order = np.argsort(-exact, kind="stable")[:want]
-        best: dict[int, float] = {}
-        for i in order:
-            doc = int(self._docs[rows[i]])
-            if doc not in best:
-                best[doc] = float(exact[i])
-        return list(best.items())[:k]
+        docs_in_order = self._docs[rows[order]]
+        # Each doc at its first (best) place, in that order: np.unique's first indices.
+        first = np.sort(np.unique(docs_in_order, return_index=True)[1])[:k]
+        return list(zip(docs_in_order[first].tolist(), exact[order[first]].tolist(), strict=True))
 
     def _graph_candidates(
         self, q: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], want: int
@@ -321,6 +319,19 @@ class VectorMatrix:
         cut = float(np.partition(approx, len(approx) - want)[len(approx) - want])
         # 1e-5: the float32 rounding of the first pass itself (scores are at most ~1).
         return start + np.flatnonzero(approx >= cut - 2 * bound - 1e-5)
+
+
+def _rescore(
+    codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], q: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """Each decoded vector's (``codes * scale``) float32 dot product with ``q``. By
+    ``einsum``'s own loop, not ``@``: a matrix-vector product goes to OpenBLAS, whose
+    threads sleep between recalls and on two busy cores took 30-40 ms to wake for a
+    few thousand rows (0.1 ms on one thread; benchmarks/RESULTS.md, issue 35)."""
+    out: npt.NDArray[np.float32] = np.einsum(
+        "ij,j->i", codes.astype(np.float32) * scales[:, None], q
+    )
+    return out
 
 
 def _dots(codes: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArray[np.float32]:
