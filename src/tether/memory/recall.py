@@ -305,10 +305,14 @@ def recall(
     q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
     near = _fused(vectors, text, q, only=refs)
+    asked = timeline.intent(text, time)
     if near is not None:
-        turns = ranking.blend(turns, ranking.supported(turns, near))
+        timed = asked.period is not None or asked.order
+        share = ranking.TIMED_VECTOR_SHARE if timed else ranking.TURN_VECTOR_SHARE
+        turns = ranking.blend(turns, ranking.supported(turns, near), share=share)
+        turns = ranking.lift(turns, asked.period)
     if q is not None:
-        turns = _in_time(store, turns, timeline.intent(text, time), k, until)
+        turns = _in_time(store, turns, asked, k, until)
         turns = _with_standing(store, text, turns, k, time if until is None else until)
     hits = [_hit(t) for t in turns[:k]]
     if in_time_order:
