@@ -139,23 +139,17 @@ VECTOR_ASIDE = 0.9
 #: rank (k=20), the session R@5 the same (benchmarks/RESULTS.md).
 #: Share of the vector score in a turn's blend (the lexical one has the rest).
 TURN_VECTOR_SHARE = 0.6
-#: Share of the vector score in a turn's blend when the question asks about time (names a
-#: period, or asks for an order: ``core.timeline.intent``): its evidence is anchored by a
-#: date and a few words, which the question's nearest sentences do not share.
-TIMED_VECTOR_SHARE = 0.6
-#: Score multiplier (1 + this) of a fused turn written in the period the question names,
-#: applied after the blend (each ranking's own ``PERIOD_BOOST`` is diluted by the
-#: normalisation of the blend).
-FUSED_PERIOD_LIFT = 0.0
 #: Share of the vector score in a session's blend: less than for a turn, as the lexical
 #: session ranking already sums a conversation's turns.
 SESSION_VECTOR_SHARE = 0.25
 #: The cosine that normalises to 0: rows this far from the question add nothing.
 COSINE_FLOOR = 0.1
 #: The least cosine a turn found only by vector needs to be fused at all, when lexical
-#: recall found something (a turn lexical recall found too is always fused). Below it a
-#: vector-only turn would add ~nothing to the blend yet still fill a place.
-VECTOR_ALONE = 0.1
+#: recall found something (a turn lexical recall found too is always fused). 0.0: as
+#: measured on LongMemEval (``vectors.MIN_COSINE`` already drops rows pointing away); a
+#: higher one also thins the vector session ranking (``by_session`` sums a session's
+#: turns), which was not measured.
+VECTOR_ALONE = 0.0
 #: The least cosine a turn needs when lexical recall found nothing: a question that shares
 #: no word with anything the owner said is answered by meaning only when something is
 #: really near it. Vector search always has a nearest row; MiniLM puts unrelated texts at
@@ -250,20 +244,6 @@ def blend(
         score, best, rows = fused.get(s.key, (0.0, s.best, ()))
         fused[s.key] = (score + near, best, rows + s.rows)
     out = [Scored(key=key, score=v[0], best=v[1], rows=v[2]) for key, v in fused.items()]
-    out.sort(key=lambda s: -s.score)
-    return out
-
-
-def lift(turns: Sequence[Scored], period: Period | None, by: float | None = None) -> list[Scored]:
-    """``turns`` with those whose shown row was written in ``period`` scored ``1 + by``
-    times, best first (ties keep their order). ``by``: ``FUSED_PERIOD_LIFT``."""
-    by = FUSED_PERIOD_LIFT if by is None else by
-    if period is None or not by:
-        return list(turns)
-    out = [
-        Scored(s.key, s.score * (1 + by), s.best, s.rows) if s.best.time in period else s
-        for s in turns
-    ]
     out.sort(key=lambda s: -s.score)
     return out
 

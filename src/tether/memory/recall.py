@@ -20,9 +20,9 @@ weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
 fuse its nearest rows with the lexical ranking by a blend of their normalised scores
-(``ranking.blend``), a turn found only by vector when its cosine reaches a floor, higher
-when the question's words found nothing (``ranking.supported``: a question related to
-nothing finds nothing, not the nearest unrelated turns): turns for ``recall``; for
+(``ranking.blend``); when the question's words found nothing, only turns really near it
+(``ranking.supported``: a question related to nothing finds nothing, not the nearest
+unrelated turns). Turns for ``recall``; for
 ``recall_sessions``, each ranking aggregated per session first, then the sessions
 blended (``ranking.blend_sessions``). The period boost applies to both rankings. The API
 and what is returned are the same with and without vectors.
@@ -305,14 +305,10 @@ def recall(
     q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
     near = _fused(vectors, text, q, only=refs)
-    asked = timeline.intent(text, time)
     if near is not None:
-        timed = asked.period is not None or asked.order
-        share = ranking.TIMED_VECTOR_SHARE if timed else ranking.TURN_VECTOR_SHARE
-        turns = ranking.blend(turns, ranking.supported(turns, near), share=share)
-        turns = ranking.lift(turns, asked.period)
+        turns = ranking.blend(turns, ranking.supported(turns, near))
     if q is not None:
-        turns = _in_time(store, turns, asked, k, until)
+        turns = _in_time(store, turns, timeline.intent(text, time), k, until)
         turns = _with_standing(store, text, turns, k, time if until is None else until)
     hits = [_hit(t) for t in turns[:k]]
     if in_time_order:
