@@ -19,7 +19,14 @@ import numpy as np
 
 from tether.llm import embedder
 
-CACHE = Path(__file__).resolve().parent / ".cache" / "minilm-vectors.npz"
+#: The cache file; ``TETHER_BENCH_EMBED_CACHE`` names another (two runs embedding at once
+#: each keep their own, joined after by ``python -m benchmarks.embed_cache merge A B``).
+CACHE = Path(
+    os.environ.get(
+        "TETHER_BENCH_EMBED_CACHE",
+        Path(__file__).resolve().parent / ".cache" / "minilm-vectors.npz",
+    )
+)
 
 
 def _key(text: str) -> bytes:
@@ -76,3 +83,38 @@ class CachedEmbedder:
             vectors=np.stack([self.known[k] for k in keys]) if keys else np.zeros((0, self.dim)),
         )
         tmp.replace(self.path)
+
+
+def merge(sources: Sequence[Path], into: Path) -> int:
+    """The vectors of every file of ``sources`` (of one model) written into ``into``; the
+    number of texts it then holds."""
+    known: dict[bytes, Any] = {}
+    model = None
+    for source in [into, *sources]:
+        if not source.is_file():
+            continue
+        data = np.load(source)
+        if model is not None and str(data["model"]) != model:
+            raise SystemExit(f"{source}: vectors of {data['model']}, not {model}")
+        model = str(data["model"])
+        for k, v in zip(data["keys"], data["vectors"], strict=True):
+            known[bytes(k)] = v
+    if model is None:
+        raise SystemExit("nothing to merge")
+    tmp = into.with_name(f"{into.stem}.{os.getpid()}.tmp.npz")
+    np.savez(
+        tmp,
+        model=np.array(model),
+        keys=np.array(list(known), dtype="S20"),
+        vectors=np.stack(list(known.values())),
+    )
+    tmp.replace(into)
+    return len(known)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) < 3 or sys.argv[1] != "merge":
+        raise SystemExit("usage: python -m benchmarks.embed_cache merge FILE... (into CACHE)")
+    print(merge([Path(a) for a in sys.argv[2:]], CACHE))

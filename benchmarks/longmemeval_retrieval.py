@@ -41,7 +41,7 @@ between runs: the haystacks share most sessions).
 
     .venv/bin/pip install -e '.[bench,vectors]'
     .venv/bin/python benchmarks/longmemeval_retrieval.py [--jobs 2] [--only tune|report]
-        [--dump FILE] [--misses] [--vectors]
+        [--dump FILE] [--misses] [--vectors] [--timed] [--set MODULE.NAME=VALUE]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ import msgspec
 
 from benchmarks.embed_cache import CachedEmbedder, _key
 from tether.config import Config
+from tether.core import timeline
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall, recall_sessions
@@ -543,6 +544,12 @@ def override(setting: str) -> None:
     setattr(target, attr, value == "True" if isinstance(old, bool) else type(old)(value))
 
 
+def asks_time(q: Question) -> bool:
+    """Whether ``q`` asks about time as recall reads it (a period, or an order)."""
+    asked = timeline.intent(q.question, parse_date(q.question_date))
+    return asked.period is not None or asked.order
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -559,6 +566,12 @@ def main() -> None:
         choices=("sqlite", "postgres"),
         default="sqlite",
         help="postgres: each question in its own schema of $TETHER_TEST_POSTGRES (or --pg)",
+    )
+    parser.add_argument(
+        "--timed",
+        action="store_true",
+        help="tuning: only the questions that ask about time (a period named, or an order:"
+        " core.timeline.intent), the ones a time-dependent fusion setting can change",
     )
     parser.add_argument("--pg", default=os.environ.get("TETHER_TEST_POSTGRES"))
     parser.add_argument(
@@ -590,6 +603,8 @@ def main() -> None:
     half_of = split(questions)
     if args.only is not None:
         questions = [q for q in questions if half_of[q.question_id] == args.only]
+    if args.timed:
+        questions = [q for q in questions if asks_time(q)]
     if args.vectors:
         _EMBEDDER = CachedEmbedder(threads=args.jobs)
         precompute(questions, lambda line: print(line, file=sys.stderr, flush=True))

@@ -37,9 +37,11 @@ def tick() -> Ticker:
 
 
 #: What a test home's tether.toml ends with unless the test is marked ``vectors``: the
-#: suite's recall tests were written for lexical recall (their exact hit sets, "finds
-#: nothing"), which is what they ran before the commands embedded what they add; the
-#: tests marked ``vectors`` (and ``test_vectors_absent``, which removes it) run "auto".
+#: suite's recall tests were written for lexical recall (their exact hit sets), which is
+#: what they ran before the commands embedded what they add, and loading the model and
+#: embedding in every test home would cost minutes of the suite ("finds nothing" holds
+#: with vectors too: ``test_vectors_on``); the tests marked ``vectors`` (and
+#: ``test_vectors_absent``, which removes it) run "auto".
 LEXICAL_PIN = "\n[recall]\nvectors = false\n"
 
 

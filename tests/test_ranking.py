@@ -212,3 +212,26 @@ def test_a_turn_found_by_vector_scores_by_its_best_row_and_its_period() -> None:
     by_key = {t.key: t.score for t in turns}
     assert by_key[("a", 1)] == pytest.approx(0.6 * ranking.VECTOR_ASIDE * 2)
     assert turns[0].best.id == 2
+
+
+def test_a_turn_found_only_by_vector_needs_a_floor_and_more_when_no_word_matched() -> None:
+    lexical = ranking.fold([row("s", 1, 2.0, rid=1)])
+    vector = ranking.fold_best(
+        [
+            row("s", 1, 0.05, rid=2),  # found by its words too: kept, however far
+            row("s", 2, 0.5, rid=3),  # near: kept
+            row("s", 3, 0.2, rid=4),  # found only by vector, middling
+            row("s", 4, 0.05, rid=5),  # found only by vector, far
+        ]
+    )
+    kept = ranking.supported(lexical, vector, alone=0.1, no_match=0.3)
+    assert sorted(s.key for s in kept) == [("s", 1), ("s", 2), ("s", 3)]
+    # No word of the question matched: only what is really near it.
+    alone = ranking.supported([], vector, alone=0.1, no_match=0.3)
+    assert [s.key for s in alone] == [("s", 2)]
+
+
+def test_the_floor_reads_the_cosine_before_the_period_boost() -> None:
+    inside = Period(T0, T0 + timedelta(days=1), "today")
+    vector = ranking.fold_best([row("s", 1, 0.2, rid=1)], inside)  # 0.4 once boosted
+    assert ranking.supported([], vector, alone=0.1, no_match=0.3) == []

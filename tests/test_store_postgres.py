@@ -46,7 +46,8 @@ def pg_home(tmp_path: Path, name: str, url: str, owner: str) -> Path:
     home = tmp_path / name
     init_home(home)
     # Lexical, as conftest's home fixture pins it: these tests are about tenancy, and
-    # fused recall fills k with an owner's own unrelated rows when nothing matches.
+    # embedding in every command of them costs minutes on a loaded machine (fused recall
+    # finds nothing for a question related to nothing too: test_vectors_on).
     (home / "tether.toml").write_text(f'[store]\nurl = "{url}"\nowner = "{owner}"\n' + LEXICAL_PIN)
     return home
 

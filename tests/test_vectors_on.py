@@ -76,6 +76,31 @@ def test_an_import_embeds_what_it_adds(home: Path, tmp_path: Path) -> None:
     assert said == ""
 
 
+def test_a_question_related_to_nothing_finds_nothing(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "chat.jsonl"
+    lines = [
+        {"session": "s1", "role": "user", "text": t, "time": f"2026-11-0{i + 1}T10:00:00Z"}
+        for i, t in enumerate([*OTHERS, APPLE])
+    ]
+    source.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tether(home, "sessions", "import", str(source), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert lexical(home) == []  # fused recall, not lexical
+    # No word in common with anything, and nothing near it in meaning: not the nearest
+    # unrelated turns.
+    for nonsense in ("zebrafish migration", "quantum chromodynamics lattice gauge"):
+        hits, said = recall(home, nonsense)
+        assert hits == [], nonsense
+        assert said == ""
+        plain = tether(home, "memory", "recall", nonsense, timeout=120)
+        assert plain.stdout.strip() == "no matches"
+        sessions = tether(home, "memory", "recall", nonsense, "--sessions", "--json", timeout=120)
+        assert json.loads(sessions.stdout) == []
+    # Near in meaning with no word in common is still found.
+    hits, _ = recall(home, QUESTION)
+    assert [h["text"] for h in hits] == [APPLE]
+
+
 def _rows(home: Path, tick: Ticker, texts: list[str]) -> None:
     s = Session.create(home, "s1", baseline=Baseline(system="x", memory=""), slot=0, time=tick())
     for text in texts:

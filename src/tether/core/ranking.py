@@ -144,6 +144,19 @@ TURN_VECTOR_SHARE = 0.6
 SESSION_VECTOR_SHARE = 0.25
 #: The cosine that normalises to 0: rows this far from the question add nothing.
 COSINE_FLOOR = 0.1
+#: The least cosine a turn found only by vector needs to be fused at all, when lexical
+#: recall found something (a turn lexical recall found too is always fused). 0.0: as
+#: measured on LongMemEval (``vectors.MIN_COSINE`` already drops rows pointing away); a
+#: higher one also thins the vector session ranking (``by_session`` sums a session's
+#: turns), which was not measured.
+VECTOR_ALONE = 0.0
+#: The least cosine a turn needs when lexical recall found nothing: a question that shares
+#: no word with anything the owner said is answered by meaning only when something is
+#: really near it. Vector search always has a nearest row; MiniLM puts unrelated texts at
+#: 0.0-0.2 (a nonsense or off-topic question's nearest row in a 500-turn haystack: see
+#: benchmarks/RESULTS.md, issue 35, branch ``lme-turns``) and a category beside an
+#: instance of it at 0.3-0.55 ("streaming service" / an Apple TV+ turn 0.45).
+NO_MATCH_COSINE = 0.3
 #: ``by_session``'s ``rest`` for sessions ranked by vector (as measured: the lexical value;
 #: other turns are all middling, so summing them would favour long sessions.
 VECTOR_SESSION_REST = 0.3
@@ -176,6 +189,23 @@ def fold_best(
         out.append(Scored(key=key, score=top[0], best=top[1], rows=tuple(r for _, r in scored)))
     out.sort(key=lambda s: -s.score)
     return out
+
+
+def supported(
+    lexical: Sequence[Scored],
+    vector: Sequence[Scored],
+    alone: float | None = None,
+    no_match: float | None = None,
+) -> list[Scored]:
+    """The turns of ``vector`` worth fusing with ``lexical``: those lexical recall found
+    too, and those found only by vector whose best row's cosine (before any period boost)
+    is at least ``alone``, or ``no_match`` when ``lexical`` is empty. (Defaults:
+    ``VECTOR_ALONE`` and ``NO_MATCH_COSINE``, read when called.)"""
+    alone = VECTOR_ALONE if alone is None else alone
+    no_match = NO_MATCH_COSINE if no_match is None else no_match
+    floor = alone if lexical else max(alone, no_match)
+    found = {s.key for s in lexical}
+    return [s for s in vector if s.key in found or s.best.score >= floor]
 
 
 def _lexical_scale(scores: Sequence[float]) -> tuple[float, float]:

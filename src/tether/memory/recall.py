@@ -26,10 +26,12 @@ turns when a turn it covers ranks above it; their hits carry the range they stan
 
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
 fuse its nearest rows with the lexical ranking by a blend of their normalised scores
-(``ranking.blend``): turns for ``recall``; for ``recall_sessions``, each ranking
-aggregated per session first, then the sessions blended (``ranking.blend_sessions``).
-The period boost applies to both rankings. The API and what is returned are the same
-with and without vectors.
+(``ranking.blend``); when the question's words found nothing, only turns really near it
+(``ranking.supported``: a question related to nothing finds nothing, not the nearest
+unrelated turns). Turns for ``recall``; for
+``recall_sessions``, each ranking aggregated per session first, then the sessions
+blended (``ranking.blend_sessions``). The period boost applies to both rankings. The API
+and what is returned are the same with and without vectors.
 """
 
 from __future__ import annotations
@@ -372,7 +374,7 @@ def recall(
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
     near = _fused(vectors, text, q, only=refs)
     if near is not None:
-        turns = ranking.blend(turns, near)
+        turns = ranking.blend(turns, ranking.supported(turns, near))
     turns = _placed(turns, k)  # before the period listing, which ranks by time, not score
     if q is not None:
         turns = _in_time(store, turns, timeline.intent(text, time), k, until)
@@ -409,6 +411,7 @@ def recall_sessions(
     turns = _turns(store, q, pool, budget, aside=ranking.SESSION_ASIDE_WEIGHT)
     sessions = ranking.by_session(turns, ranking.SESSION_REST)
     near = _fused(vectors, text, q, pool=SESSION_TURNS * FANOUT)
+    near = None if near is None else ranking.supported(turns, near)
     if near is not None and SESSION_FUSION == "turns":
         sessions = ranking.by_session(ranking.blend(turns, near), ranking.SESSION_REST)
     elif near is not None:

@@ -38,15 +38,12 @@ PART_OVERLAP = 20
 MAX_PARTS = 4
 #: Words of a reply (assistant text) embedded.
 REPLY_WORDS = 64
-#: The least cosine a row found by vector needs to be a candidate at all. Vector search
-#: always has a nearest row, related or not, so a query with no match (a word the owner
-#: never used) recalls whatever is closest. MiniLM puts unrelated short texts at 0.0-0.2
-#: and a category beside an instance of it at 0.3-0.55 ("zebrafish" / "short answer"
-#: 0.19; "streaming service" / an Apple TV+ turn 0.45), but a floor of 0.25 cost the
-#: LongMemEval tuning half session R@5 0.956 -> 0.911 and turn R@10 0.889 -> 0.822
-#: (short questions sit below it beside their evidence), so it stays at 0.0 (only rows
-#: pointing away from the question are dropped; the figures on main were measured so)
-#: until a floor is chosen that keeps those (e.g. only when lexical recall found nothing).
+#: The least cosine a row found by vector needs to be a candidate at all: 0.0 drops only
+#: rows pointing away from the question. A floor for every row (0.25) cost the LongMemEval
+#: tuning half session R@5 0.956 -> 0.911 and turn R@10 0.889 -> 0.822 (short questions
+#: sit below it beside their evidence); the floors that keep a question related to
+#: nothing from recalling the nearest unrelated turns are ``core.ranking.supported``'s,
+#: which look at what the question's words found.
 MIN_COSINE = 0.0
 #: Rows the question's nearest-neighbour search returns.
 POOL = 200
