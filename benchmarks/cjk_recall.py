@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tether.config import Config
-from tether.core import cjk
+from tether.core.recall import cjk
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall

@@ -23,7 +23,7 @@ from pathlib import Path
 from tether.checkpoint.bank import bank_redacted, redact_text
 from tether.checkpoint.harvest import Harvester, chunks, segment_turns
 from tether.config import load_config
-from tether.core.extraction import render_turns
+from tether.core.learning.extraction import render_turns
 from tether.extract.extractor import Extractor
 from tether.home import init_home
 from tether.llm.llama_server import LlamaServerClient

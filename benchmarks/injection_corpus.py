@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from tether.config import load_config
-from tether.core.scheduling import Priority, scheduled_text
+from tether.core.timing.scheduling import Priority, scheduled_text
 from tether.daemon.compose import build_runtime
 from tether.home import init_home
 from tether.memory.identity import Identity

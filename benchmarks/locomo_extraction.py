@@ -348,7 +348,7 @@ async def run_conversation(
     from tether.checkpoint.bank import bank_redacted, redact_text
     from tether.checkpoint.harvest import Harvester
     from tether.config import load_config
-    from tether.core.scheduling import Priority
+    from tether.core.timing.scheduling import Priority
     from tether.extract.calls import CallLog
     from tether.extract.extractor import Extractor
     from tether.home import init_home

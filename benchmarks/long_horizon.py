@@ -4,7 +4,7 @@ Data: ``../shared/bench-data/longmemeval/longmemeval_s_subset100.json`` (LongMem
 101 questions, each with a haystack of ~50 dated sessions). A **history** joins the
 haystacks of several questions (in a fixed order, by SHA-256 of ``SEED`` and the question
 id) into one timeline, until it holds at least ``--tokens`` (default 1,000,000) tokens as
-``tether.core.tokens`` counts them. Every haystack session keeps its own date (a session
+``tether.core.context.tokens`` counts them. Every haystack session keeps its own date (a session
 shared by two haystacks goes in once); the questions of the joined haystacks keep their
 ``question_date`` as their "now". Sessions get neutral ids in time order (``h00042``), so
 nothing about the evidence leaks into the index.
@@ -96,7 +96,7 @@ from typing import Any
 from benchmarks.long_horizon_data import CONTRADICTIONS, INSTRUCTIONS
 from benchmarks.longmemeval_retrieval import DATA, Question, load, override, parse_date
 from tether.config import Config
-from tether.core import tokens
+from tether.core.context import tokens
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall

@@ -68,7 +68,7 @@ import msgspec
 
 from benchmarks.embed_cache import CachedEmbedder, _key
 from tether.config import Config
-from tether.core import timeline
+from tether.core.recall import timeline
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall, recall_sessions
@@ -535,8 +535,8 @@ def override(setting: str) -> None:
 
     name, _, value = setting.partition("=")
     module, _, attr = name.rpartition(".")
-    where = {"ranking": "tether.core.ranking", "recall": "tether.memory.recall"}
-    where |= {"periods": "tether.core.periods", "timeline": "tether.core.timeline"}
+    where = {"ranking": "tether.core.recall.ranking", "recall": "tether.memory.recall"}
+    where |= {"periods": "tether.core.recall.periods", "timeline": "tether.core.recall.timeline"}
     target = importlib.import_module(where.get(module, f"tether.memory.{module}"))
     old = getattr(target, attr)
     if isinstance(old, bool) and value not in ("True", "False"):
@@ -582,7 +582,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="MODULE.NAME=VALUE",
-        help="tuning: override a constant of tether.core.ranking, tether.memory.recall or"
+        help="tuning: override a constant of tether.core.recall.ranking, tether.memory.recall or"
         " tether.memory.vectors for this run (e.g. ranking.RRF_K=30)",
     )
     args = parser.parse_args()

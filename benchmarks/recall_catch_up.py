@@ -47,7 +47,7 @@ from tether.checkpoint.bank import bank_redacted, redact_text
 from tether.checkpoint.recallable import catch_up, marks_path, pending
 from tether.cli.main import cli
 from tether.config import load_config
-from tether.core.checkpoint import Turn, render
+from tether.core.checkpoints.window import Turn, render
 from tether.home import init_home
 from tether.memory.indexer import index_home
 from tether.stores import open_store

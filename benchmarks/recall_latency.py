@@ -47,7 +47,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tether.config import Config
-from tether.core import query
+from tether.core.recall import query
 from tether.files import encode_records
 from tether.home import init_home
 from tether.imports.jsonl import import_jsonl

@@ -23,7 +23,7 @@ import anyio.from_thread
 
 from tether.agent.metered import Meter, MeteredLlm
 from tether.config import Config, SweepConfig
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 from tether.daemon.compose import sweep_runner
 from tether.llm.llama_server import LlamaServerClient
 from tether.records import Completion, CompletionRequest, IndexCursor, LogRow, SessionMeta

@@ -28,7 +28,7 @@ from daemon_helpers import tether
 from tether.checkpoint.bank import redact_text
 from tether.checkpoint.hooks import PAUSE_BEFORE_RECALL
 from tether.checkpoint.recallable import clean_texts
-from tether.core.checkpoint import Turn, parse_rendered, render
+from tether.core.checkpoints.window import Turn, parse_rendered, render
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
 EDGES = FIXTURES / "daaain__claude-code-log__edge_cases.jsonl"

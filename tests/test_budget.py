@@ -15,7 +15,7 @@ import pytest
 from daemon_helpers import ScheduledRuntime, tether
 from tether.agent.budget import BudgetGate, BudgetRefusedError
 from tether.config import BudgetConfig, KindBudget, load_config
-from tether.core.budget import Bound
+from tether.core.spend.budget_rules import Bound
 from tether.files import read_log
 from tether.records import SpentToday, ToolSummary, TurnError, Usage, User
 from tether.scheduler.ledger import RunLedger

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core import tokens
-from tether.core.budget import (
+from tether.core.context import tokens
+from tether.core.spend.budget_rules import (
     Bound,
     Caps,
     Prices,
@@ -19,8 +19,8 @@ from tether.core.budget import (
     prompt_tokens,
     usage_usd,
 )
+from tether.core.spend.usage_rows import LoggedUsage, report, turn_kind
 from tether.core.sweep.windows import window_for
-from tether.core.usage import LoggedUsage, report, turn_kind
 from tether.records import ChatMessage, SpendRow, SpentToday
 from tether.testing.fake_protocol import render
 
@@ -193,7 +193,7 @@ def test_the_ledger_adds_summaries_and_refusals_but_not_turns_twice() -> None:
 
 
 def test_extraction_calls_count_once_whether_gated_or_not_and_failures_apart() -> None:
-    from tether.core.usage import CallRecord
+    from tether.core.spend.usage_rows import CallRecord
 
     now = datetime(2026, 11, 1, 9, tzinfo=UTC)
 

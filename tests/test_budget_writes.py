@@ -16,7 +16,7 @@ import pytest
 from daemon_helpers import ScheduledRuntime
 from tether.agent.budget import BudgetGate
 from tether.config import BudgetConfig, KindBudget, load_config
-from tether.core.budget import Bound
+from tether.core.spend.budget_rules import Bound
 from tether.records import Completion
 from tether.stores import open_store
 from tether.testing.clock import StepClock

@@ -5,8 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core import tokens
-from tether.core.checkpoint import (
+from tether.core.checkpoints.window import (
     BoundaryMark,
     Turn,
     Window,
@@ -17,6 +16,7 @@ from tether.core.checkpoint import (
     split_windows,
     strip_private,
 )
+from tether.core.context import tokens
 
 words = st.text(alphabet=st.sampled_from("ab <>/privte\n"), max_size=60)
 

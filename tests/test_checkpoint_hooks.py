@@ -218,7 +218,7 @@ def test_the_backstop_after_a_compaction_banks_what_pre_compact_missed(
 
 
 def test_the_pack_stays_within_pack_tokens(home: Path, tmp_path: Path) -> None:
-    from tether.core.tokens import count
+    from tether.core.context.tokens import count
 
     (home / "tether.toml").write_text("[checkpoint]\npack_tokens = 120\n")
     (home / "memory" / "memory.md").write_text(

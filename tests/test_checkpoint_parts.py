@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core.checkpoint import Turn, render
-from tether.core.checkpoint_parts import covered, grid, pieces
+from tether.core.checkpoints.parts import covered, grid, pieces
+from tether.core.checkpoints.window import Turn, render
 
 texts = st.text(alphabet=st.sampled_from("ab \n"), max_size=30)
 

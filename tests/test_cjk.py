@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core import cjk, query
+from tether.core.recall import cjk, query
 from tether.memory.recall import recall, recall_sessions
 from tether.records import IndexCursor, LogRow
 from tether.stores.sqlite import SqliteStore

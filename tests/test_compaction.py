@@ -14,8 +14,8 @@ from tether.agent.compaction import CompactionFailedError
 from tether.agent.outcomes import TurnFailedError
 from tether.checkpoint.bank import ledger
 from tether.config import load_config
-from tether.core.compaction import CHECKPOINTS_HEADING
-from tether.core.replay import CARRY_HEADING
+from tether.core.context.compaction_rules import CHECKPOINTS_HEADING
+from tether.core.context.replay import CARRY_HEADING
 from tether.daemon.compose import Runtime, build_runtime
 from tether.records import Assistant, EpochEnd, SessionStart, TurnError, User
 from tether.sessions import Session

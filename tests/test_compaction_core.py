@@ -9,7 +9,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core.compaction import (
+from tether.core.context.compaction_rules import (
     CHECKPOINTS_HEADING,
     carry_text,
     fallback_summary,

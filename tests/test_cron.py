@@ -10,7 +10,7 @@ from cronsim import CronSim, CronSimError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core.cron import (
+from tether.core.timing.cron_expr import (
     BOUNDS,
     ScheduleError,
     is_due,

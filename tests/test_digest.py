@@ -7,10 +7,16 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core import tokens
-from tether.core.checkpoint import MAX_PACK_CHARS, READ_GUIDE, Checkpoint, build_pack, render
-from tether.core.checkpoint import Turn as T
-from tether.core.digest import ITEM_CHARS, PER_KIND, digest
+from tether.core.checkpoints.digest import ITEM_CHARS, PER_KIND, digest
+from tether.core.checkpoints.window import (
+    MAX_PACK_CHARS,
+    READ_GUIDE,
+    Checkpoint,
+    build_pack,
+    render,
+)
+from tether.core.checkpoints.window import Turn as T
+from tether.core.context import tokens
 
 SEGMENT = render(
     [
@@ -170,7 +176,7 @@ phrases = st.sampled_from(
 def test_skipping_blocks_without_a_keyword_never_changes_a_digest(
     turns: list[tuple[str, list[str]]],
 ) -> None:
-    from tether.core import digest as module
+    from tether.core.checkpoints import digest as module
 
     text = render([T(role, " ".join(said), "t") for role, said in turns])  # type: ignore[arg-type]
     fast = digest(text)

@@ -1,5 +1,5 @@
 """The pure half of the fact extractor: schema, parsing, clamping, provenance, earned
-authority (``tether.core.extraction``)."""
+authority (``tether.core.learning.extraction``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core import extraction as ex
-from tether.core.extraction import ExtractionError
+from tether.core.learning import extraction as ex
+from tether.core.learning.extraction import ExtractionError
 from tether.core.sweep.packet import AUTHORITIES, KEY_PATTERN, Authority
 from tether.records import ExtractionRequest, FactAuthority, SourceTurn
 

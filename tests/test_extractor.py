@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from tether.core.extraction import ExtractionError
+from tether.core.learning.extraction import ExtractionError
 from tether.extract.extractor import Extractor
 from tether.llm.llama_server import LlamaServerClient
 from tether.records import ExtractionRequest, SourceTurn

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tether.core.tokens import pieces
+from tether.core.context.tokens import pieces
 from tether.testing import FakeLlama, Reply
 
 CHAT = "/v1/chat/completions"

@@ -477,7 +477,7 @@ BACK_DOORS = [
     # a memory module reaching into the sweep package instead of a shared room
     (layering, "memory/secret_scan.py", "from tether.sweep import redaction\n", 1),
     # pure logic importing the ports (ports and core formed a loop)
-    (layering, "core/ranking.py", "from tether.ports import Found\n", 1),
+    (layering, "core/recall/ranking.py", "from tether.ports import Found\n", 1),
     # production code importing the test helpers for a crash point
     (layering, "agent/turn.py", "from tether.testing.crash import crash_point\n", 1),
     # a session adapter calling the indexer (sessions imported memory)
@@ -494,8 +494,8 @@ BACK_DOORS = [
         2,
     ),
     # core doing I/O or reading the clock
-    (purity, "core/periods.py", "import os\n", 1),
-    (purity, "core/cron.py", "from datetime import datetime\nx = datetime.now()\n", 2),
+    (purity, "core/recall/periods.py", "import os\n", 1),
+    (purity, "core/timing/cron_expr.py", "from datetime import datetime\nx = datetime.now()\n", 2),
     # a Protocol outside ports/
     (protocols, "llm/types.py", "from typing import Protocol\nclass Llm(Protocol):\n    pass\n", 2),
     # the main store's repository reading the sweep's tables
@@ -563,7 +563,12 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     """The same checkers pass what the rules allow, so they do not flag everything."""
     assert layering("memory/recall.py", "from tether.ports import Store\n") == []
     assert layering("cli/commands_llm.py", "from tether.testing.fake_llama import x\n") == []
-    assert purity("core/cron.py", "from datetime import datetime\nx = datetime(2026, 1, 1)\n") == []
+    assert (
+        purity(
+            "core/timing/cron_expr.py", "from datetime import datetime\nx = datetime(2026, 1, 1)\n"
+        )
+        == []
+    )
     assert sweep_sql("stores/sqlite/sweep.py", 'Q = "SELECT id FROM sweep_fact"\n') == []
     assert sweep_sql("stores/postgres/sweep_schema.py", 'Q = "CREATE TABLE sweep_fact"\n') == []
     assert sweep_sql("stores/sqlite/store.py", '"""Facts mirrored from sweep_fact."""\n') == []

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import Ticker
-from tether.core import query
+from tether.core.recall import query
 from tether.errors import BadInputError
 from tether.files import encode_records
 from tether.home import init_home

@@ -25,7 +25,7 @@ from mcp_helpers import (
 )
 from tether.broker import Broker
 from tether.config import load_config
-from tether.core.tiers import UNTRUSTED_MARK, WITHHELD
+from tether.core.context.tier_rules import UNTRUSTED_MARK, WITHHELD
 from tether.home import init_home
 from tether.memory.tiers import tiers_text
 from tether.stores.sqlite import SqliteStore

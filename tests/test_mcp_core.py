@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tether.core import mcp
 from tether.core.mcp import CompactHit, FenceError, Link, cost, fence, link_of, pack, parse_link
-from tether.core.query import analyse
+from tether.core.recall.query import analyse
 from tether.errors import BadInputError, InvalidIdError, NotFoundError
 from tether.mcp.tokens import TokenCheck, create_token, list_tokens, revoke_token, tokens_path
 from tether.stores.sqlite import SqliteStore

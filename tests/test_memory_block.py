@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core import tokens
-from tether.core.memory_block import HEADER, Entry, build_block, entry_id, parse_entries
+from tether.core.context import tokens
+from tether.core.context.memory_block import HEADER, Entry, build_block, entry_id, parse_entries
 
 entry_text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=80
@@ -52,8 +52,8 @@ def test_empty_memory_block() -> None:
 
 
 def test_sweep_facts_follow_identity_highest_authority_first_within_budget() -> None:
-    from tether.core import tokens
-    from tether.core.memory_block import FACTS_HEADER, BlockFact, Entry, build_block
+    from tether.core.context import tokens
+    from tether.core.context.memory_block import FACTS_HEADER, BlockFact, Entry, build_block
 
     entries = [Entry(id="m-1", text="Owner is Ada")]
     facts = [

@@ -17,7 +17,7 @@ from tether.agent.budget import BudgetGate, BudgetRefusedError
 from tether.agent.locks import SlotGates
 from tether.agent.metered import Meter, MeteredLlm
 from tether.config import BudgetConfig, KindBudget, load_config
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 from tether.daemon.compose import build_llm
 from tether.errors import LlmTimeoutError
 from tether.extract.calls import CallLog, read_calls

@@ -18,7 +18,7 @@ import pytest
 from daemon_helpers import Daemon, daemon_home, tether
 from tether.agent.outcomes import MessageTooLargeError, TurnFailedError
 from tether.config import load_config
-from tether.core.replay import fresh_tokens
+from tether.core.context.replay import fresh_tokens
 from tether.daemon.compose import Runtime, build_runtime
 from tether.records import TurnError, User
 from tether.sessions import Session

@@ -15,7 +15,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from checkpoint_helpers import TETHER_SESSION, Transcript, hook, payload, segments
 from daemon_helpers import child_env, tether
 from mcp_helpers import call
-from tether.core.checkpoint import MAX_PACK_CHARS
+from tether.core.checkpoints.window import MAX_PACK_CHARS
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tether.core.periods import Period, find_period, without
+from tether.core.recall.periods import Period, find_period, without
 
 # A Tuesday afternoon.
 NOW = datetime(2023, 5, 30, 15, 0, tzinfo=UTC)

@@ -13,9 +13,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from search_helpers import words
-from tether.core import query
-from tether.core.inflections import forms
-from tether.core.synonyms import synonyms
+from tether.core.recall import query
+from tether.core.recall.inflections import forms
+from tether.core.recall.synonyms import synonyms
 from tether.records import IndexCursor, LogRow, SearchQuery, SearchTerm
 from tether.stores.sqlite import SqliteStore
 from tether.stores.sqlite import fts as sqlite_fts

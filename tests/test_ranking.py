@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core import ranking
-from tether.core.periods import Period
+from tether.core.recall import ranking
+from tether.core.recall.periods import Period
 from tether.records import Found, LogField
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -27,7 +27,7 @@ from tether.checkpoint.recallable import (
     read_marks,
     transcripts_lock,
 )
-from tether.core.checkpoint import Turn, render
+from tether.core.checkpoints.window import Turn, render
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 SIDS = [f"cc-00000000-0000-4000-8000-00000000000{i}" for i in range(1, 5)]

@@ -14,7 +14,7 @@ from conftest import clean
 from search_helpers import words
 from sweep_helpers import DictProducer, day_packet, fact, utc
 from tether.config import SweepConfig
-from tether.core.memory_block import entry_id
+from tether.core.context.memory_block import entry_id
 from tether.memory.facts import sync_facts
 from tether.memory.identity import MEMORY_FILE, Identity
 from tether.memory.indexer import reindex

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon_helpers import tether
-from tether.core import standing, timeline
-from tether.core.periods import find_period
+from tether.core.recall import standing, timeline
+from tether.core.recall.periods import find_period
 from tether.errors import BadInputError
 from tether.imports.jsonl import import_jsonl
 from tether.memory.recall import recall

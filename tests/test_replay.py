@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core.replay import CARRY_HEADING, messages, open_turn
+from tether.core.context.replay import CARRY_HEADING, messages, open_turn
 from tether.records import (
     Assistant,
     Baseline,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import ScheduledRuntime, tether
-from tether.core.scheduling import last_records, last_started, open_runs
+from tether.core.timing.scheduling import last_records, last_started, open_runs
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall
 from tether.scheduler.ledger import MIN_SLACK, RunLedger

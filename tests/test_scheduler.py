@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from daemon_helpers import ScheduledRuntime
-from tether.core.scheduling import Priority
-from tether.core.tiers import UNTRUSTED_MARK
+from tether.core.context.tier_rules import UNTRUSTED_MARK
+from tether.core.timing.scheduling import Priority
 from tether.files import read_log
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall

@@ -9,8 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core.memory_block import Entry
-from tether.core.scheduling import (
+from tether.core.context.memory_block import Entry
+from tether.core.context.tier_rules import (
+    UNTRUSTED_MARK,
+    cap_notes,
+    listing_json,
+    render_listing,
+    tier_items,
+)
+from tether.core.timing.scheduling import (
     JOB_NAME_MAX,
     InvalidJobNameError,
     RunRecord,
@@ -23,13 +30,6 @@ from tether.core.scheduling import (
     retained_runs,
     scheduled_text,
     time_line,
-)
-from tether.core.tiers import (
-    UNTRUSTED_MARK,
-    cap_notes,
-    listing_json,
-    render_listing,
-    tier_items,
 )
 from tether.ids import is_session_id
 from tether.records import LogRecord, Note, RecallStat, ToolCall, ToolResult, ToolSummary, User

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.agent.locks import InFlight, SlotGates
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 
 BACKGROUND = 1
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core.extraction import ExtractionError, salvage
-from tether.core.fact_list import list_schema, parse_list, runs
-from tether.core.statements import statements
+from tether.core.learning.extraction import ExtractionError, salvage
+from tether.core.learning.fact_list import list_schema, parse_list, runs
+from tether.core.learning.statements import statements
 from tether.records import ExtractionRequest, SourceTurn
 
 

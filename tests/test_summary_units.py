@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from conftest import Ticker
 from daemon_helpers import tether
-from tether.core import summaries
 from tether.core.mcp import link_of
+from tether.core.recall import summaries
 from tether.daemon.compose import Runtime
 from tether.memory import recall as recall_module
 from tether.memory.indexer import index_home, reindex

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from tether.config import load_config
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 from tether.daemon.compose import Runtime, build_runtime
 from tether.daemon.sweep_loop import SweepLoop
 from tether.memory.indexer import index_home

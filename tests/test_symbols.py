@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from daemon_helpers import tether
 from test_recall_mirror import old_store
-from tether.core import query, symbols
+from tether.core.recall import query, symbols
 from tether.memory.recall import recall
 from tether.records import IndexCursor, LogRow
 from tether.stores.sqlite import SqliteStore

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.core.toml_block import BlockError, add_block, remove_block, server_block
+from tether.core.views.toml_block import BlockError, add_block, remove_block, server_block
 
 TABLE = "mcp_servers.tether"
 names = st.sampled_from(["model", "args", "url", "enabled", "x-y", "a_b"])

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from daemon_helpers import tether
-from tether.core.memory_block import entry_id
+from tether.core.context.memory_block import entry_id
 from ui_helpers import SECRET, Served, build_home, csrf_of, logged_in, serve_ui
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.core import tokens, views
+from tether.core.context import tokens
+from tether.core.views import compiled as views
 from tether.errors import BlocklistError, ManagedBlockError
 from tether.records import Page
 from tether.scan.secrets import fingerprint

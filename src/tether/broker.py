@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tether.config import ToolsConfig
-from tether.core.scheduling import HEARTBEAT_SESSION, TIER_JOB, job_of_session
+from tether.core.timing.scheduling import HEARTBEAT_SESSION, TIER_JOB, job_of_session
 
 IDENTITY_EDITS = frozenset({"add", "remove", "consolidate"})
 #: What a job may not call unless its own ``[tools.jobs.<name>]`` table grants it.

@@ -268,7 +268,7 @@ class BudgetConfig(_Section, frozen=True):
 
 
 class McpConfig(_Section, frozen=True):
-    #: Tokens (``tether.core.tokens``) one ``recall`` result of ``tether mcp`` may hold.
+    #: Tokens (``tether.core.context.tokens``) one ``recall`` result of ``tether mcp`` may hold.
     result_tokens: Annotated[int, msgspec.Meta(ge=100)] = 1200
 
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import msgspec
 
 from tether.config import BudgetConfig
-from tether.core import budget as rules
-from tether.core.budget import Bound, Caps, Prices
+from tether.core.spend import budget_rules as rules
+from tether.core.spend.budget_rules import Bound, Caps, Prices
 from tether.errors import TetherError, UnsafeHomePathError
 from tether.files import append_home
 from tether.ports import Clock, SpendLedger

@@ -20,8 +20,8 @@ from tether.agent.locks import InFlight
 from tether.agent.metered import Meter
 from tether.checkpoint.bank import BankReport, bank_window
 from tether.config import Config
-from tether.core.compaction import cap, carry_text, fallback_summary, neutralise
-from tether.core.scheduling import Priority
+from tether.core.context.compaction_rules import cap, carry_text, fallback_summary, neutralise
+from tether.core.timing.scheduling import Priority
 from tether.errors import LlmError, TetherError
 from tether.faults import crash_point
 from tether.ports import Clock, Llm

@@ -6,7 +6,7 @@ sessions do not. Within a process an asyncio lock per session does it; across pr
 does, polled so that waiting stays cancellable. A slot gate serialises requests on one
 server slot so that priorities, not the server's queue, decide who goes next: on the
 background slot a compaction summary, then a due cron run, then heartbeat, then a
-tool-output summary (``tether.core.scheduling.Priority``).
+tool-output summary (``tether.core.timing.scheduling.Priority``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 from tether.ids import session_id
 
 _POLL_S = 0.02

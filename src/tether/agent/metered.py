@@ -30,7 +30,7 @@ from typing import Any
 
 from tether.agent.budget import BudgetGate, Reservation
 from tether.agent.locks import PriorityOf, SlotGates
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 from tether.extract.calls import CallLog
 from tether.ports import Llm
 from tether.records import Completion, CompletionRequest, SpendKind

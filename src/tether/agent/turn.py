@@ -26,12 +26,12 @@ from tether.agent.outcomes import (
 )
 from tether.broker import Broker
 from tether.config import Config
-from tether.core import replay
-from tether.core.budget import Bound, prompt_tokens
-from tether.core.compaction import should_compact
-from tether.core.memory_block import BlockFact, build_block
-from tether.core.replay import fresh_tokens
-from tether.core.scheduling import Priority
+from tether.core.context import replay
+from tether.core.context.compaction_rules import should_compact
+from tether.core.context.memory_block import BlockFact, build_block
+from tether.core.context.replay import fresh_tokens
+from tether.core.spend.budget_rules import Bound, prompt_tokens
+from tether.core.timing.scheduling import Priority
 from tether.errors import (
     LlmError,
     TetherError,

@@ -45,7 +45,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from tether.core.checkpoint import strip_private
+from tether.core.checkpoints.window import strip_private
 from tether.errors import (
     BadInputError,
     CheckpointError,

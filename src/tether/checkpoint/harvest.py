@@ -59,9 +59,9 @@ from tether.checkpoint.bank import (
     retire,
 )
 from tether.checkpoint.claims import claim
-from tether.core.extraction import ExtractionError, render_turns
-from tether.core.fact_list import sized_runs
-from tether.core.statements import statements
+from tether.core.learning.extraction import ExtractionError, render_turns
+from tether.core.learning.fact_list import sized_runs
+from tether.core.learning.statements import statements
 from tether.core.sweep.state import Fact
 from tether.errors import NotFoundError, TetherError
 from tether.extract.calls import failure_reason

@@ -59,8 +59,8 @@ from tether.checkpoint.ipc import schedule_harvest
 from tether.checkpoint.orphans import adopt_orphan, orphans, session_lock
 from tether.checkpoint.telemetry import Value, append_line
 from tether.checkpoint.transcript import TranscriptFile
-from tether.core.checkpoint import Turn, Window, render
-from tether.core.checkpoint_parts import Piece, covered, pieces
+from tether.core.checkpoints.parts import Piece, covered, pieces
+from tether.core.checkpoints.window import Turn, Window, render
 from tether.errors import CorruptLedgerError
 from tether.faults import pause_point
 from tether.harnesses import claude_code, codex

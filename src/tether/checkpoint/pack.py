@@ -22,10 +22,10 @@ from pathlib import Path
 
 from tether.checkpoint.bank import LINK_PREFIX, corpus_dir, ledger
 from tether.checkpoint.manifest import manifest_path, read_manifests
-from tether.core import tokens
-from tether.core.checkpoint import Checkpoint, build_pack
-from tether.core.digest import digest
-from tether.core.memory_block import parse_entries
+from tether.core.checkpoints.digest import digest
+from tether.core.checkpoints.window import Checkpoint, build_pack
+from tether.core.context import tokens
+from tether.core.context.memory_block import parse_entries
 from tether.errors import CorruptLedgerError, TetherError
 from tether.files import read_home_text
 

@@ -65,7 +65,7 @@ from tether.checkpoint.bank import (
     ledger,
     ledger_path,
 )
-from tether.core.checkpoint import Turn, parse_rendered, render
+from tether.core.checkpoints.window import Turn, parse_rendered, render
 from tether.errors import NotFoundError, TetherError
 from tether.faults import crash_point
 from tether.harnesses.transcript import utc_time

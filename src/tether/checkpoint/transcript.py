@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 
-from tether.core.checkpoint import BoundaryMark, Entry, Turn, Window, split_windows
+from tether.core.checkpoints.window import BoundaryMark, Entry, Turn, Window, split_windows
 from tether.harnesses import claude_code, codex
 
 READERS: dict[str, Callable[[bytes], Entry | str]] = {

@@ -240,7 +240,7 @@ def tiers_cmd(ctx: Context, as_json: bool, limit: int | None, every: bool) -> No
     """Identity entries and the most recalled notes with how often recall found each and
     when last (what the tiering job reads); untrusted notes are marked, and a last line
     says how many notes were left out."""
-    from tether.core.tiers import listing_json, render_listing
+    from tether.core.context.tier_rules import listing_json, render_listing
     from tether.memory.tiers import listing
 
     notes = None if every else (limit or ctx.config().memory.tiers_notes)

@@ -81,7 +81,7 @@ def session_list(ctx: Context, as_json: bool) -> None:
 def _said(text: str) -> str:
     """What was said as tether shows it: ``<private>`` spans ``[private]``, secrets
     redacted."""
-    from tether.core.checkpoint import strip_private
+    from tether.core.checkpoints.window import strip_private
 
     return shown(strip_private(text))
 

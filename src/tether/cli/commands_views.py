@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from tether.cli.context import Context, counted, echo_json, pass_ctx
-from tether.core.views import DEFAULT_BUDGET, DEFAULT_PATHS, TARGETS, Target
+from tether.core.views.compiled import DEFAULT_BUDGET, DEFAULT_PATHS, TARGETS, Target
 from tether.views.compile import ViewReport, compile_view
 
 

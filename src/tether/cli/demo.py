@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tether.agent.compaction import CompactionDone
 from tether.config import load_config
-from tether.core.scheduling import HEARTBEAT_SESSION
+from tether.core.timing.scheduling import HEARTBEAT_SESSION
 from tether.daemon.compose import Runtime, build_llm, build_runtime
 from tether.errors import BadInputError, TetherError
 from tether.home import init_home

@@ -20,7 +20,7 @@ Lanes. ``local`` (stdio: the owner's own harness started the server) sees everyt
 checks the visibility of the page or fact itself.
 
 Budget. ``pack`` keeps the hits, in order, whose JSON fits ``result_tokens`` counted by
-``tether.core.tokens`` (tether's deterministic counter: about one token per four
+``tether.core.context.tokens`` (tether's deterministic counter: about one token per four
 characters of prose), the envelope included; the first hit's text is cut to fit rather
 than returning nothing, and ``left_out`` says how many did not fit.
 """
@@ -34,8 +34,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from tether.core import tokens
-from tether.core.summaries import span_of
+from tether.core.context import tokens
+from tether.core.recall.summaries import span_of
 from tether.errors import BadInputError, InvalidIdError
 from tether.ids import is_page_slug, is_session_id
 

@@ -22,8 +22,8 @@ from tether.agent.metered import Meter, MeteredLlm
 from tether.agent.turn import Agent
 from tether.checkpoint.harvest import Harvested, Harvester
 from tether.config import Config, SweepConfig, load_config
-from tether.core.memory_block import BlockFact
-from tether.core.scheduling import Priority
+from tether.core.context.memory_block import BlockFact
+from tether.core.timing.scheduling import Priority
 from tether.daemon.app import App, FixedClock
 from tether.daemon.harvest import HarvestQueue
 from tether.daemon.recallable import CatchUp

@@ -35,7 +35,7 @@ import anyio.from_thread
 from tether.agent.budget import BudgetGate
 from tether.agent.metered import Meter, MeteredLlm
 from tether.config import Config
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 from tether.errors import TetherError
 from tether.extract.extractor import Extractor
 from tether.ports import ClaimingStore

@@ -20,7 +20,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from tether.agent.metered import MeteredLlm
-from tether.core.scheduling import Priority
+from tether.core.timing.scheduling import Priority
 from tether.daemon.compose import Runtime, sweep_runner
 from tether.errors import TetherError
 from tether.extract.calls import CallLog

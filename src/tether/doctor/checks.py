@@ -93,7 +93,7 @@ def _budget_warnings(
     from zoneinfo import ZoneInfo
 
     from tether.agent.budget import hits
-    from tether.core.budget import local_day
+    from tether.core.spend.budget_rules import local_day
     from tether.sweep.owners import home_zone
 
     try:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from tether.core.usage import CallRecord
+from tether.core.spend.usage_rows import CallRecord
 from tether.errors import ContextFullError, LlmTimeoutError, LlmUnreachableError
 from tether.records import Completion, SpendKind
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import msgspec
 
-from tether.core import extraction as rules
-from tether.core import fact_list
-from tether.core.extraction import ExtractionError
+from tether.core.learning import extraction as rules
+from tether.core.learning import fact_list
+from tether.core.learning.extraction import ExtractionError
 from tether.ports import Llm
 from tether.records import (
     ChatMessage,

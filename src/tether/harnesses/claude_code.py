@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from tether.core.checkpoint import BoundaryMark, Entry, Turn
+from tether.core.checkpoints.window import BoundaryMark, Entry, Turn
 from tether.harnesses.transcript import (
     Message,
     Transcript,

@@ -29,7 +29,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from tether.core.checkpoint import BoundaryMark, Entry, Turn
+from tether.core.checkpoints.window import BoundaryMark, Entry, Turn
 from tether.harnesses.transcript import (
     Message,
     Transcript,

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.core import toml_block
+from tether.core.views import toml_block
 from tether.errors import SettingsFileError, TetherError
 from tether.harnesses.hooks import (
     HookEntry,

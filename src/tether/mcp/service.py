@@ -29,8 +29,9 @@ import msgspec
 
 from tether.checkpoint.bank import parse_segment_link, read_segment, sessions_banked
 from tether.checkpoint.recallable import Links, catch_up
-from tether.core import mcp, tokens
-from tether.core.checkpoint import strip_private
+from tether.core import mcp
+from tether.core.checkpoints.window import strip_private
+from tether.core.context import tokens
 from tether.core.sweep.state import NO_SWEEP, Fact
 from tether.errors import BadInputError, NotFoundError, TetherError
 from tether.memory.identity import Identity

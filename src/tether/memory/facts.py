@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tether.core.memory_block import BlockFact
+from tether.core.context.memory_block import BlockFact
 from tether.core.sweep.state import NO_SWEEP, Fact
 from tether.ports import FactIndex, SweepStore
 from tether.scan.secrets import redact

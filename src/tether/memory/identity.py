@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tether.core.memory_block import Entry, entry_id, parse_entries
+from tether.core.context.memory_block import Entry, entry_id, parse_entries
 from tether.errors import BadInputError, TetherError
 from tether.files import read_home_bytes, write_atomic
 from tether.ports import IdentityStore

@@ -28,8 +28,8 @@ from pathlib import Path
 import msgspec
 
 from tether import files
-from tether.core import summaries
-from tether.core.checkpoint import strip_private
+from tether.core.checkpoints.window import strip_private
+from tether.core.recall import summaries
 from tether.errors import SessionError, TetherError
 from tether.files import open_home
 from tether.ids import is_session_id, session_id

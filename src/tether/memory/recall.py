@@ -1,6 +1,6 @@
 """``recall``: search memory with a question; what the agent's tool and the CLI both run.
 
-The question is analysed by ``tether.core.query`` into a ``SearchQuery`` (plain words,
+The question is analysed by ``tether.core.recall.query`` into a ``SearchQuery`` (plain words,
 phrases, prefixes and verb forms, never search syntax: the store renders it for its
 index), the store counts how many rows each term matches, and ``query.plan`` decides
 what to rank so a recall stays fast on millions of rows. A period the question names
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core import periods, query, ranking, standing, summaries, timeline
+from tether.core.recall import periods, query, ranking, standing, summaries, timeline
 from tether.errors import BadInputError, DiskFullError, StoreError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity

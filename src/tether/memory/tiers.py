@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tether.core.tiers import Listing, TierItem, cap_notes, render_listing, tier_items
+from tether.core.context.tier_rules import Listing, TierItem, cap_notes, render_listing, tier_items
 from tether.memory.identity import Identity
 from tether.ports import TierStore
 

@@ -25,8 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tether.core import ranking
-from tether.core.periods import Period
+from tether.core.recall import ranking
+from tether.core.recall.periods import Period
 from tether.ports import Embedder, Progress, VectorIndex
 from tether.records import Found, VectorCounts
 

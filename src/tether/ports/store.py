@@ -17,8 +17,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
-from tether.core.memory_block import Entry
-from tether.core.summaries import Unit
+from tether.core.context.memory_block import Entry
+from tether.core.recall.summaries import Unit
 from tether.core.sweep import state as _sweep
 from tether.records import (
     BudgetReason,

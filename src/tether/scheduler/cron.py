@@ -19,8 +19,8 @@ from typing import Literal
 
 from tether.agent.budget import BudgetRefusedError
 from tether.agent.turn import Agent
-from tether.core.cron import latest_due
-from tether.core.scheduling import (
+from tether.core.timing.cron_expr import latest_due
+from tether.core.timing.scheduling import (
     TIER_JOB,
     Priority,
     RunStatus,

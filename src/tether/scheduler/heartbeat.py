@@ -16,7 +16,7 @@ from typing import Literal
 from tether.agent.budget import BudgetRefusedError
 from tether.agent.outcomes import read_prompt
 from tether.agent.turn import Agent
-from tether.core.scheduling import HEARTBEAT_SESSION, Priority, scheduled_text
+from tether.core.timing.scheduling import HEARTBEAT_SESSION, Priority, scheduled_text
 from tether.errors import ConfigError, TetherError
 
 log = logging.getLogger("tether.scheduler")

@@ -14,8 +14,8 @@ from pathlib import Path
 import msgspec
 
 from tether.config import explain_validation
-from tether.core.cron import Schedule, ScheduleError, parse_schedule
-from tether.core.scheduling import InvalidJobNameError, check_job_name
+from tether.core.timing.cron_expr import Schedule, ScheduleError, parse_schedule
+from tether.core.timing.scheduling import InvalidJobNameError, check_job_name
 from tether.errors import BadInputError, UnsafeHomePathError
 from tether.files import read_home_bytes
 

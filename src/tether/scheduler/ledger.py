@@ -24,7 +24,7 @@ import msgspec
 
 from tether import files
 from tether.config import JobsConfig
-from tether.core.scheduling import RunRecord, RunStatus, open_runs, retained_runs
+from tether.core.timing.scheduling import RunRecord, RunStatus, open_runs, retained_runs
 from tether.errors import TetherError
 from tether.records import is_utc
 from tether.scheduler.jobs import jobs_dir

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from tether.core.cron import next_due
-from tether.core.scheduling import RunRecord, last_records
+from tether.core.timing.cron_expr import next_due
+from tether.core.timing.scheduling import RunRecord, last_records
 from tether.scheduler.jobs import JobFileError, job_paths, load_job
 from tether.scheduler.ledger import RunLedger
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from tether.agent.turn import Agent
-from tether.core.scheduling import RunRecord
+from tether.core.timing.scheduling import RunRecord
 from tether.scheduler.cron import CronEvent, CronRunner
 from tether.scheduler.heartbeat import BeatOutcome, Heartbeat
 from tether.scheduler.job_watch import JobWatch

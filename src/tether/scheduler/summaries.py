@@ -22,8 +22,8 @@ from tether.agent.locks import InFlight
 from tether.agent.metered import Meter
 from tether.agent.outcomes import read_prompt
 from tether.config import Config
-from tether.core.compaction import cap, neutralise
-from tether.core.scheduling import Priority, pending_summaries
+from tether.core.context.compaction_rules import cap, neutralise
+from tether.core.timing.scheduling import Priority, pending_summaries
 from tether.errors import TetherError
 from tether.ports import Clock, Llm
 from tether.records import ChatMessage, CompletionRequest, ToolCall, ToolResult, ToolSummary

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 
 from tether import files
-from tether.core import replay
+from tether.core.context import replay
 from tether.core.egress import urls_in
 from tether.errors import (
     BaselineMismatchError,

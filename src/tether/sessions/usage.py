@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tether import files
-from tether.core.usage import LoggedUsage
+from tether.core.spend.usage_rows import LoggedUsage
 from tether.records import SessionStart, Usage
 from tether.sessions.session import Session, list_sessions, session_dir
 

@@ -22,8 +22,8 @@ from typing import Any, Literal, cast
 
 import msgspec
 
-from tether.core.memory_block import Entry
-from tether.core.summaries import Unit
+from tether.core.context.memory_block import Entry
+from tether.core.recall.summaries import Unit
 from tether.core.sweep.state import Fact
 from tether.records import (
     Found,

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import msgspec
 
-from tether.core import fact_list
-from tether.core.extraction import ExtractionError
-from tether.core.statements import statements
+from tether.core.learning import fact_list
+from tether.core.learning.extraction import ExtractionError
+from tether.core.learning.statements import statements
 from tether.core.sweep.packet import MAX_CANDIDATES
 from tether.extract.extractor import Extractor
 from tether.records import (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core.extraction import folder_name
+from tether.core.learning.extraction import folder_name
 from tether.errors import BadInputError
 from tether.ports import SessionMetas, StoreOpener
 from tether.records import SessionMeta

@@ -45,7 +45,7 @@ from typing import Any, Literal
 import msgspec
 
 from tether.config import SweepConfig
-from tether.core.extraction import ExtractionError, Form, render_turns
+from tether.core.learning.extraction import ExtractionError, Form, render_turns
 from tether.core.sweep import cost
 from tether.core.sweep.packet import (
     MAX_CANONICAL_WRITES,

@@ -25,8 +25,8 @@ import msgspec
 
 from tether import files
 from tether.config import SweepConfig
-from tether.core import tokens
-from tether.core.extraction import ExtractionError, render_turns
+from tether.core.context import tokens
+from tether.core.learning.extraction import ExtractionError, render_turns
 from tether.core.sweep.packet import MAX_CANONICAL_WRITES, DailySweepInput, FactCandidate
 from tether.core.sweep.packet import SourceRef as Ref
 from tether.core.sweep.state import Owner, receipt_id

@@ -23,7 +23,7 @@ from datetime import datetime
 
 import msgspec
 
-from tether.core.extraction import render_turns
+from tether.core.learning.extraction import render_turns
 from tether.core.sweep.packet import KEY_PATTERN, MAX_SOURCES
 from tether.core.sweep.windows import Window
 from tether.ports import SweepDayStore

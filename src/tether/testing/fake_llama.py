@@ -13,7 +13,7 @@ the CLI, the daemon and benchmarks. What it models, because tether depends on it
   slot, FIFO; else a deterministic ``"ok: "`` echo of the last user message.
 - **A record of every chat request** for assertions.
 
-Tokens: a ChatML-like template, each segment split by ``tether.core.tokens.pieces``; the
+Tokens: a ChatML-like template, each segment split by ``tether.core.context.tokens.pieces``; the
 role marker and ``<|im_end|>`` plus newline are single tokens (the latter is the model's
 end of turn), so a reply costs its pieces plus one and, sent back in the next request,
 renders to exactly what the slot cached.
@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from tether.core.tokens import pieces
+from tether.core.context.tokens import pieces
 from tether.testing.fake_protocol import (
     IM_END,
     BadRequest,

@@ -11,7 +11,7 @@ import contextlib
 import json
 from typing import Any
 
-from tether.core.tokens import pieces
+from tether.core.context.tokens import pieces
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>\n"

@@ -45,7 +45,7 @@ import msgspec
 
 from tether.config import ToolsConfig
 from tether.core import egress
-from tether.core.scheduling import HEARTBEAT_SESSION, job_of_session
+from tether.core.timing.scheduling import HEARTBEAT_SESSION, job_of_session
 from tether.errors import UnsafeHomePathError
 from tether.files import append_home
 from tether.scan.urls import shown_url

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from tether.checkpoint.bank import Boundary, ledger
-from tether.core.checkpoint import strip_private
+from tether.core.checkpoints.window import strip_private
 from tether.records import (
     Assistant,
     EpochEnd,

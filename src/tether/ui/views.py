@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from starlette.requests import Request
 
-from tether.core.summaries import span_of
+from tether.core.recall.summaries import span_of
 from tether.errors import BadInputError
 from tether.files import read_home_bytes
 from tether.ids import session_id

@@ -17,8 +17,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from tether.config import Config
-from tether.core.budget import Prices
-from tether.core.usage import By, Report, report
+from tether.core.spend.budget_rules import Prices
+from tether.core.spend.usage_rows import By, Report, report
 from tether.extract.calls import read_calls
 from tether.ports import SpendLedger, SweepStore
 from tether.sessions.usage import logged_usage

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tether.core import tokens, views
-from tether.core.views import Target
+from tether.core.context import tokens
+from tether.core.views import compiled as views
+from tether.core.views.compiled import Target
 from tether.errors import BadInputError
 from tether.files import read_user_text, write_atomic
 from tether.ports import PageStore

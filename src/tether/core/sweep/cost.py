@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from tether.core import tokens
+from tether.core.context import tokens
 
 #: Characters a token is counted as when only a character bound is known.
 CHARS_PER_TOKEN = 3

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 
-from tether.core import symbols
+from tether.core.recall import symbols
 from tether.records import SearchQuery, SearchTerm
 
 #: The tokenizer of the SQLite store's index (``stores.migrations``): keep them equal.

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from tether.core import cjk, symbols
+from tether.core.recall import cjk, symbols
 from tether.errors import StoreVersionError
 
 #: The symbol tokens' migration: a script with no SQL (see ``_resegment``).

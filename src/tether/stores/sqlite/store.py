@@ -37,7 +37,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from tether.core import symbols
+from tether.core.recall import symbols
 from tether.errors import StoreVersionError
 from tether.records import (
     Found,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Generic, Literal, TypeVar
 
-from tether.core import tokens
+from tether.core.context import tokens
 from tether.errors import ManagedBlockError
 from tether.records import Page
 

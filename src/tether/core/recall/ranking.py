@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tether.core import query
-from tether.core.periods import Period
+from tether.core.recall import query
+from tether.core.recall.periods import Period
 from tether.records import Found
 
 #: Weight of assistant replies, tool calls and tool summaries beside the owner's words.

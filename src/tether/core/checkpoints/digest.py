@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tether.core.checkpoint import strip_private
+from tether.core.checkpoints.window import strip_private
 
 PER_KIND = 3
 ITEM_CHARS = 160

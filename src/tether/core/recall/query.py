@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tether.core import cjk, symbols
-from tether.core.inflections import forms
-from tether.core.synonyms import synonyms
+from tether.core.recall import cjk, symbols
+from tether.core.recall.inflections import forms
+from tether.core.recall.synonyms import synonyms
 from tether.records import SearchQuery, SearchTerm
 
 #: Distinct words kept from one query: a pasted 10 KB text still searches quickly.

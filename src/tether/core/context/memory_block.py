@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tether.core import tokens
+from tether.core.context import tokens
 
 HEADER = (
     "# Memory\n"

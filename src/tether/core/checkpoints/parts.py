@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tether.core.checkpoint import Turn, render
+from tether.core.checkpoints.window import Turn, render
 
 
 @dataclass(frozen=True)

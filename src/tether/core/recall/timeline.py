@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from tether.core import periods, query
+from tether.core.recall import periods, query
 
 #: Words that name no subject: with only these left, a question names a period alone.
 GENERIC_WORDS = frozenset(

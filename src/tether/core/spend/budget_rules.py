@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, tzinfo
 
-from tether.core import tokens
+from tether.core.context import tokens
 from tether.records import BudgetReason, ChatMessage, SpentToday, ToolSchema
 
 #: Markers a chat template puts around each message (start, end) besides its role line:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from tether.core.replay import refused
+from tether.core.context.replay import refused
 from tether.records import LogRecord, Usage, User
 
 CHECKPOINTS_HEADING = "Compaction checkpoints (the raw conversation, re-read with page_read):"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from tether.core.compaction import cap, neutralise
-from tether.core.memory_block import Entry
+from tether.core.context.compaction_rules import cap, neutralise
+from tether.core.context.memory_block import Entry
 from tether.records import Note, RecallStat
 
 #: Characters of one item's text in the text listing (JSON keeps the whole text).

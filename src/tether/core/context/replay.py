@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tether.core import tokens
+from tether.core.context import tokens
 from tether.records import (
     Assistant,
     Baseline,
@@ -58,7 +58,7 @@ MESSAGE_OVERHEAD = 4
 
 
 def fresh_tokens(baseline: Baseline, text: str) -> int:
-    """An estimate (``tether.core.tokens``) of the prompt of a fresh epoch holding only
+    """An estimate (``tether.core.context.tokens``) of the prompt of a fresh epoch holding only
     ``text``: system prompt and memory block, tool schemas, the message. No carry is
     counted, so a message over the limit by this count cannot fit any epoch."""
     schemas = "".join(f"{t.name} {t.description} {t.parameters}" for t in baseline.tools)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether.core.extraction import (
+from tether.core.learning.extraction import (
     MAX_TEXT,
     Draft,
     DraftMemory,
@@ -26,7 +26,7 @@ from tether.core.extraction import (
     clean_text,
     decode,
 )
-from tether.core.statements import content_words, entity_for
+from tether.core.learning.statements import content_words, entity_for
 from tether.records import ExtractionRequest, SourceTurn
 
 #: Facts one reply may list (the array's bound in the grammar).

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tether.core import digest
+from tether.core.checkpoints import digest
 from tether.records import LogRow
 
 #: Turns of a session read for its digest (the newest; plus its first request): a long

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, tzinfo
 from typing import Literal
 
-from tether.core.budget import Prices, local_day, usage_usd
-from tether.core.scheduling import HEARTBEAT_SESSION
+from tether.core.spend.budget_rules import Prices, local_day, usage_usd
+from tether.core.timing.scheduling import HEARTBEAT_SESSION
 from tether.records import SpendKind, SpendRow
 
 By = Literal["kind", "day", "session"]

@@ -14,7 +14,7 @@ does not find more than it drowns is left out. Words are stems the index folds (
 
 from __future__ import annotations
 
-from tether.core.inflections import forms, word_groups
+from tether.core.recall.inflections import forms, word_groups
 
 _GROUPS = """
 buy bought purchase acquire got

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from tether.core import cjk
+from tether.core.recall import cjk
 
 PREFIX = "zsym"
 _CATEGORIES = frozenset({"So", "Sm", "Sc", "Sk"})

@@ -1,0 +1,1 @@
+"""Other harnesses' context windows: turns, parts and digests of a checkpoint."""

@@ -1,0 +1,1 @@
+"""The agent's context window: tokens, the memory block, replay, compaction, tiers."""

@@ -1,0 +1,1 @@
+"""Learning facts from turns: the model's answers checked, the extractive path."""

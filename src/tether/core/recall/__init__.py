@@ -1,0 +1,1 @@
+"""Query analysis and ranking for recall: words, periods, order, standing instructions."""

@@ -1,0 +1,1 @@
+"""What model calls cost: prices, budgets and the usage table."""

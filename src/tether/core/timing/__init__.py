@@ -1,0 +1,1 @@
+"""When scheduled work runs: schedules and cron expressions."""

@@ -1,0 +1,1 @@
+"""Compiled views (CLAUDE.md, AGENTS.md) and the marked blocks tether writes."""
