@@ -187,7 +187,8 @@ async def test_a_turn_refused_for_good_is_not_replayed_and_the_next_turn_works(
     assert kinds == ["session_full"]
     assert s.turns() == 3
     assert show_json(home, "chat")["turns"] == 3
-    quokka = [h for h in recall_json(home, "quokka") if "quokka" in str(h["text"])]
+    turns = [h for h in recall_json(home, "quokka") if h["kind"] == "turn"]
+    quokka = [h for h in turns if "quokka" in str(h["text"])]
     assert len(quokka) == 1
     assert quokka[0]["turn"] == 2
 

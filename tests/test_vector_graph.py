@@ -38,6 +38,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MODEL = "test-model"
 DIM = 32
 TURNS = 1_500  # 3,000 rows: a user line and a reply each
+SESSIONS = TURNS // 50
+ROWS = 2 * TURNS + SESSIONS  # and each session's digest (a summary unit)
 GRAPH_FROM = 1_000
 
 
@@ -111,7 +113,7 @@ def test_the_graph_finds_what_the_exact_search_finds_with_the_same_scores(
 ) -> None:
     _fill(opened)
     exact = [_docs(opened, q) for q in _queries()]  # no graph yet: exact
-    assert opened.maintain(MODEL) == 2 * TURNS
+    assert opened.maintain(MODEL) == ROWS
     assert opened.graph_file(MODEL).is_file()
     overlap = []
     for q, want in zip(_queries(), exact, strict=True):
@@ -219,7 +221,7 @@ def test_a_damaged_or_foreign_graph_is_rebuilt_not_trusted(
             got = [_docs(again, q) for q in _queries()]
         assert got == exact  # no graph trusted: the exact search
         assert "rebuilding the vector graph" in caplog.text
-        assert again.maintain(MODEL) == 2 * TURNS  # rebuilt whole
+        assert again.maintain(MODEL) == ROWS  # rebuilt whole
     finally:
         again.close()
 
@@ -233,7 +235,7 @@ def test_a_graph_a_quarter_dead_is_rebuilt_from_the_live_vectors(
     redone = list(vecs)[: len(vecs) // 3]
     fresh = _vectors(len(redone), seed=5)
     opened.put_vectors(MODEL, [(d, fresh[i : i + 1]) for i, d in enumerate(redone)])
-    assert opened.maintain(MODEL) == 2 * TURNS  # every live vector, into a new graph
+    assert opened.maintain(MODEL) == ROWS  # every live vector, into a new graph
     for i in (0, len(redone) // 2, len(redone) - 1):
         assert _docs(opened, fresh[i], 1)[0][0] == redone[i]
 
