@@ -455,7 +455,7 @@ class Result:
     bm25_as_of: float = 0.0
     fused: float | None = None
     #: ``tether`` with the evidence turns that a summary unit among the hits covers
-    #: (``core.summaries``: its first to last turn) counted as found.
+    #: (``core.recall.summaries``: its first to last turn) counted as found.
     pointed: float = 0.0
     ceiling: float = 0.0
     ms: float = 0.0

@@ -571,7 +571,7 @@ def main() -> None:
         "--timed",
         action="store_true",
         help="tuning: only the questions that ask about time (a period named, or an order:"
-        " core.timeline.intent), the ones a time-dependent fusion setting can change",
+        " core.recall.timeline.intent), the ones a time-dependent fusion setting can change",
     )
     parser.add_argument("--pg", default=os.environ.get("TETHER_TEST_POSTGRES"))
     parser.add_argument(

@@ -1,7 +1,7 @@
 """What a question related to nothing finds by vector: the nearest cosine of off-topic
 questions in real haystacks, beside the cosine of real questions' evidence.
 
-``core.ranking.NO_MATCH_COSINE`` is the cosine a turn needs to be recalled when the
+``core.recall.ranking.NO_MATCH_COSINE`` is the cosine a turn needs to be recalled when the
 question's words found nothing. This measures both sides of that floor with the
 LongMemEval_S haystacks of the tuning half (``longmemeval_retrieval.split``):
 

@@ -1,5 +1,5 @@
 """Wall time of the SessionStart hook printing the pack, with the checkpoints' digests
-(``core.digest``: the newest 8 segments, the last 256 KiB of each) for a session of 8
+(``core.checkpoints.digest``: the newest 8 segments, the last 256 KiB of each) for a session of 8
 banked windows of 2 MiB, beside the same hook for a session with nothing banked and
 ``python -c pass``, alternated in the same run; the figure is the median.
 

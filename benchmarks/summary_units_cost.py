@@ -1,4 +1,4 @@
-"""What summary units (``core.summaries``) cost the indexer: a whole re-index of a home, and
+"""What summary units (``core.recall.summaries``) cost the indexer: a whole re-index of a home, and
 the pass after one turn is appended to a long session (what the agent runs after a turn),
 with units and, in the same run, without them (``indexer._units`` replaced by a function
 making none: the baseline).

@@ -1,4 +1,4 @@
-"""Search queries for the store tests: plain words, as ``core.query`` would build them."""
+"""Search queries for the store tests: plain words, as ``core.recall.query`` would build them."""
 
 from __future__ import annotations
 

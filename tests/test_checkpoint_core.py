@@ -1,4 +1,4 @@
-"""The pure half of checkpoint compaction for harnesses (``core.checkpoint``)."""
+"""The pure half of checkpoint compaction for harnesses (``core.checkpoints.window``)."""
 
 from __future__ import annotations
 

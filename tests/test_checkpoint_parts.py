@@ -1,5 +1,5 @@
 """A checkpoint window's grid of parts and its coverage by banked ranges
-(``core.checkpoint_parts``), property-tested."""
+(``core.checkpoints.parts``), property-tested."""
 
 from __future__ import annotations
 

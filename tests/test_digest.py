@@ -1,5 +1,5 @@
-"""A checkpoint's digest (``core.digest``) and the pack that carries it
-(``core.checkpoint.build_pack``): extractive, bounded, private spans never in it, and a
+"""A checkpoint's digest (``core.checkpoints.digest``) and the pack that carries it
+(``core.checkpoints.window.build_pack``): extractive, bounded, private spans never in it, and a
 pack that stays under Claude Code's 10,000-character cut whatever its token budget."""
 
 from __future__ import annotations

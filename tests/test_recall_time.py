@@ -1,6 +1,6 @@
 """Time in recall: hits carry their date, ``--timeline`` orders them, ``--as-of`` recalls as
 memory stood then, a question naming only a day gets that day's turns; and the pure parts
-(``core.timeline``, the days ``core.periods`` reads) property-tested."""
+(``core.recall.timeline``, the days ``core.recall.periods`` reads) property-tested."""
 
 from __future__ import annotations
 

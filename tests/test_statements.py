@@ -1,7 +1,7 @@
-"""The extractive path (``core.statements``): the owner's plain first-person statements
+"""The extractive path (``core.learning.statements``): the owner's plain first-person statements
 as facts, and nothing from questions, hypotheticals, negations, reported speech, code,
 tool output or anyone but the owner. Also the short form's pure half
-(``core.fact_list``) and the salvage of a reply cut at its token limit."""
+(``core.learning.fact_list``) and the salvage of a reply cut at its token limit."""
 
 from __future__ import annotations
 

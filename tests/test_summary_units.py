@@ -1,4 +1,4 @@
-"""Session and epoch summaries as recall units (``core.summaries``): a session's digest and
+"""Session and epoch summaries as recall units (``core.recall.summaries``): a session's digest and
 each compaction's summary are hits that carry the turns they cover; they are kept up to
 date as a session grows (never duplicated, also through a re-index), a caller opens them
 (``session show --turns``, the MCP ``read`` of their link), and they leave the top k to
@@ -85,7 +85,7 @@ def test_a_sessions_digest_is_a_hit_that_names_its_turns_and_opens_them(home: Pa
     assert unit["first_date"] == unit["date"] == "2026-03-02"
     text = str(unit["text"])
     assert text.startswith("about: I want to plan a trip to Lisbon in May")
-    # the newest requests (core.digest: a line is taken once, as asked before decided)
+    # the newest requests (core.checkpoints.digest: a line is taken once, as asked before decided)
     assert text.splitlines()[1:] == [f"asked: {said}" for said in TRIP[1:]]
     # every other hit keeps the shape it had: no range keys on a turn
     assert all("first_turn" not in h for h in hits if h["kind"] == "turn")

@@ -1,4 +1,4 @@
-"""tether's block in someone else's TOML file (``core.toml_block``): added and cut out as
+"""tether's block in someone else's TOML file (``core.views.toml_block``): added and cut out as
 text, so the owner's comments, tables and order survive an install then an uninstall."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_recall_with_many_rows_missing_answers_and_says_so_once(home: Path, tick
     assert hits[0]["text"] == APPLE  # answered, lexically
     warnings = said.splitlines()
     assert len(warnings) == 1
-    # every turn's row and the session's digest (core.summaries)
+    # every turn's row and the session's digest (core.recall.summaries)
     assert f"recall is lexical: {RECALL_EMBED_ROWS + 7} rows of" in warnings[0]
     assert "tether memory reindex --vectors" in warnings[0]
     assert len(lexical(home)) == 1  # nothing was embedded behind its back

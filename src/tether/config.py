@@ -130,7 +130,7 @@ class JobGrants(_Section, frozen=True):
         _check_tools(self.granted, "granted")
 
 
-#: A cron job's name (``core.scheduling`` holds the grammar; config imports no core).
+#: A cron job's name (``core.timing.scheduling`` holds the grammar; config imports no core).
 _JOB_NAME = re.compile(r"[a-z0-9-]{1,48}")
 _HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*\.?", re.I)
 
@@ -275,7 +275,7 @@ class McpConfig(_Section, frozen=True):
 class CheckpointConfig(_Section, frozen=True):
     """Checkpoint compaction for harnesses (issue 19): the hooks, the harvest, the pack."""
 
-    #: Tokens of the context pack a SessionStart hook prints (``core.tokens`` counts).
+    #: Tokens of the context pack a SessionStart hook prints (``core.context.tokens`` counts).
     pack_tokens: PositiveInt = 1500
     #: Unset: on once the hooks are installed; false: banked windows are retired, never
     #: extracted (``tether transcripts ingest --facts`` is never gated).

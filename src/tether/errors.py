@@ -31,9 +31,9 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │   │                            file: never followed, read or written through (path, what)
     │   ├── IdentityError            [memory.identity] an identity edit that cannot be applied:
     │   │                            an unknown entry id, no text (the message only)
-    │   ├── ScheduleError            [core.cron] a schedule outside the grammar, out of range
-    │   │                            or never due (schedule, problem)
-    │   ├── InvalidJobNameError      [core.scheduling] a job name outside its grammar (name)
+    │   ├── ScheduleError            [core.timing.cron_expr] a schedule outside the grammar, out
+    │   │                            of range or never due (schedule, problem)
+    │   ├── InvalidJobNameError      [core.timing.scheduling] a job name outside its grammar (name)
     │   ├── JobFileError             [scheduler.jobs] a jobs/<name>.toml that cannot be used;
     │   │                            the daemon does not start (file, problem)
     │   ├── BadZoneError             [core.sweep.windows] not an IANA zone name (name)
@@ -78,7 +78,7 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │                                is in the log (session, kind, the LlmError as cause)
     ├── CompactionFailedError        [agent.compaction] neither the model's summary nor the
     │                                fallback could be made; the epoch is intact (session, epoch)
-    ├── ExtractionError              [core.extraction] the model's reply is not a candidate
+    ├── ExtractionError              [core.learning.extraction] the model's reply is not a candidate
     │                                page at all: not JSON, not an object (reason, excerpt)
     ├── BudgetRefusedError           [agent.budget] a model call [budget] refused; nothing was
     │                                sent (kind, reason code, bound, local day)

@@ -174,7 +174,7 @@ class ChatMessage(msgspec.Struct, frozen=True, omit_defaults=True):
 # -- memory: what the Store holds and recall returns ----------------------------------
 
 #: ``session-summary`` / ``epoch-summary``: a unit standing for a range of turns
-#: (``core.summaries``); ``summary``: a tool result's summary, a row of its turn.
+#: (``core.recall.summaries``); ``summary``: a tool result's summary, a row of its turn.
 HitKind = Literal[
     "turn", "summary", "page", "fact", "note", "identity", "session-summary", "epoch-summary"
 ]
@@ -199,7 +199,7 @@ class Hit(msgspec.Struct, frozen=True):
     #: When what was found was written (a turn's record, a page's update); None where
     #: the search does not say.
     time: datetime | None = None
-    #: A summary unit's range (``core.summaries``): the turns it covers, its epoch (None
+    #: A summary unit's range (``core.recall.summaries``): the turns it covers, its epoch (None
     #: for a session's digest) and when its first turn was written (``time``: its last).
     first_turn: int | None = None
     last_turn: int | None = None
@@ -208,7 +208,7 @@ class Hit(msgspec.Struct, frozen=True):
 
 
 class Found(msgspec.Struct, frozen=True):
-    """One indexed row a search found, with what ranking needs (``core.ranking``).
+    """One indexed row a search found, with what ranking needs (``core.recall.ranking``).
 
     ``score``: positive, higher is better (0 from ``newest``, which does not rank);
     ``ref``: ``turn:<session>:<turn>`` for log rows, as in ``Hit``."""
@@ -331,7 +331,7 @@ class SearchTerm(msgspec.Struct, frozen=True):
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
-    """A search, the same for every backend: ``core.query`` builds it from a question and
+    """A search, the same for every backend: ``core.recall.query`` builds it from a question and
     each Store renders it (FTS5 on SQLite, a tsquery on PostgreSQL). It finds the rows
     holding any (``require="any"``) or all of ``terms``; with no terms, nothing."""
 
@@ -482,7 +482,7 @@ class ExtractionRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a caller asks the extractor to read.
 
     ``instructions``: the system prompt; ``source``: the text shown to the model (a
-    day's spine, a segment rendered by ``core.extraction.render_turns``); ``prelude``:
+    day's spine, a segment rendered by ``core.learning.extraction.render_turns``); ``prelude``:
     messages sent between the two (an earlier phase's exchange, fetched excerpts);
     ``sessions``: the session ids a memory may cite (any other is dropped and counted);
     ``folder_sessions``: the sessions the model may file (empty: no folders asked);

@@ -1,7 +1,7 @@
 """The budget gate: every background model call reserves its bound before it is sent and
 settles with the server's usage after, against ``[budget]``.
 
-The decision is ``core.budget.decide``; this wraps it around the store's spend ledger
+The decision is ``core.spend.budget_rules.decide``; this wraps it around the store's spend ledger
 (``Store.budget_reserve``, one transaction: read the day, decide, record) so a restart
 keeps the day's spend and two calls at once cannot both slip under a cap. "Today" is the
 owner's local day (``zone``, chosen by the composition root). A refusal raises

@@ -22,7 +22,7 @@ Contract:
   atomically. For a harness's session (``bank_redacted``) ``epoch`` is the entry's ordinal
   in the ledger.
 - **Private.** ``<private>...</private>`` text is ``[private]`` in every segment
-  (``core.checkpoint.strip_private``), in tether's own sessions as in a harness's.
+  (``core.checkpoints.window.strip_private``), in tether's own sessions as in a harness's.
 - **One corpus folder.** ``corpus_dir`` is where the hooks, the daemon's harvest and the
   maintenance pass all look: ``<home>/corpus``. The segment is written first: a crash
   in between leaves a segment without its boundary, and the retry (a ``segment_dup``)

@@ -15,7 +15,7 @@ IPC (``lane`` harvest), the maintenance pass over ``corpus/`` (``maintenance``),
    a dead holder's is taken over at once): ``claimed_elsewhere``;
 4. the whole segment (never only its start) is read as turns, in chunks of
    ``chunk_chars`` (``[extract]``), each read by the paths ``mode`` names: the model (one
-   constrained call), the extractive path (``core.statements``: the owner's own
+   constrained call), the extractive path (``core.learning.statements``: the owner's own
    statements, no model), or both; the extractive path also reads a chunk the model failed
    on (timeout, malformed reply, context too small, refused by ``[budget]``), and the
    failure's cause is kept. After each chunk its counters go to

@@ -9,7 +9,7 @@ returns a decision that could block the harness; what it did is one telemetry li
 Banking is by content range: a window is read whole from its boundary
 (``checkpoint.transcript``: a byte search from the end, then a parse of that window
 alone), cut into parts of at most ``PART_CHARS`` on a grid fixed by the window's own turns
-(``core.checkpoint_parts``), and each part the ledger does not already hold (by the
+(``core.checkpoints.parts``), and each part the ledger does not already hold (by the
 harness's record ids: a range inside a banked one adds nothing) is banked as one segment
 and one ledger entry (``_bank``). All of it under the session's lock
 (``orphans.session_lock``); a segment a crash left without its entry is adopted first

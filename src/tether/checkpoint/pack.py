@@ -1,12 +1,12 @@
 """The context pack: what a SessionStart hook hands the harness (``additionalContext``)
 and ``tether context-pack`` prints for the pull protocol (Codex, opencode).
 
-Within ``[checkpoint] pack_tokens`` (``core.tokens`` counts; default 1,500) and under
+Within ``[checkpoint] pack_tokens`` (``core.context.tokens`` counts; default 1,500) and under
 9,500 characters (Claude Code files away a hook's context past 10,000): re-injecting a
 large memory right after a compaction would undo the compaction. In order: the session's
 ``## Compaction checkpoints`` (the ``tether://`` links of its banked segments and of the
 pages its harvests verified, newest first), a line saying how to read a link (the MCP
-server's ``read`` tool), each segment's digest (``core.digest``: the owner's last
+server's ``read`` tool), each segment's digest (``core.checkpoints.digest``: the owner's last
 requests, decisions, open tasks, taken from the banked, redacted text), the owner's
 identity entries (``memory.md``), then the facts harvested from the session's segments.
 Links that a harvest still running misses appear at the next start.

@@ -4,7 +4,7 @@ A checkpoint hook (PreCompact, the SessionStart / PostCompact backstop, SessionE
 a window of a harness transcript as ``corpus/<session>.seg-<hash24>.txt``. That alone is
 not searchable: recall indexes session logs. So right after the bytes are banked
 (``remember_segment``, which the CLI hands the hooks as ``HookSetting.on_banked``), the
-segment's turns (``core.checkpoint.parse_rendered``: private spans already ``[private]``,
+segment's turns (``core.checkpoints.window.parse_rendered``: private spans already ``[private]``,
 secrets already redacted) are appended to the harness's tether session (``cc-<id>``,
 ``codex-<id>``: the one ``sessions import --format`` fills) as User / Assistant records;
 the caller then indexes that session (``memory.indexer``, which this service may not

@@ -126,7 +126,7 @@ def parse_link(text: str) -> Link:
 
 def link_of(ref: str) -> str:
     """The link of a recall hit's ref (``page:<slug>``, ``fact:<id>``, ``note:<id>``,
-    ``identity:<id>``, ``turn:<session>:<n>``); a summary unit's (``core.summaries``) is
+    ``identity:<id>``, ``turn:<session>:<n>``); a summary unit's (``core.recall.summaries``) is
     its turns, the first ``MAX_TURN_SPAN`` of them when it covers more."""
     kind, _, key = ref.partition(":")
     if kind == "page":

@@ -4,7 +4,7 @@
 sweep's model pass, and appends one content-free line per call: the time, the kind
 (``harvest``, ``sweep``), ok or failed with its reason code (``model_timeout``,
 ``context_full``, ...), the tokens the backend reported, and whether the budget gate
-records the call too (``gated``). ``tether usage`` counts the lines (``core.usage``):
+records the call too (``gated``). ``tether usage`` counts the lines (``core.spend.usage_rows``):
 failed calls always, and the calls and tokens of ungated ones, which the budget ledger
 never sees. A reply that came back but is not a page (``model_output_malformed``) is its
 ok line and then a failed line (the extractor says so through ``malformed``): one call,

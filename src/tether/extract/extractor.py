@@ -1,7 +1,7 @@
 """The I/O half of the fact extractor: ask the model for a candidate page over the
 ``Llm`` port, on the slot the caller names (the background slot), with the page's JSON
 schema as constrained output (llama-server ``response_format``; the embedded backend's
-grammar), then validate it with ``core.extraction``.
+grammar), then validate it with ``core.learning.extraction``.
 
 The extractor holds no gate and no budget of its own: a caller that must queue behind
 other background work or weigh the call against ``[budget]`` passes an ``Llm`` that does
@@ -37,13 +37,13 @@ TurnReader = Callable[[str, int, int], Sequence[SourceTurn]]
 
 __all__ = ["ExtractionError", "Extractor", "TurnReader", "usage_of"]
 
-#: What the short form (``core.fact_list``) asks a small model: one short job.
+#: What the short form (``core.learning.fact_list``) asks a small model: one short job.
 LIST_INSTRUCTIONS = (
     "Copy the facts the user states about themselves, one short sentence each, "
     "with the turn number where the user said it. Skip questions and greetings."
 )
 #: A short-form reply's bound: six short facts fit; a model that loops is cut here and
-#: its complete items are kept (``core.extraction.salvage``).
+#: its complete items are kept (``core.learning.extraction.salvage``).
 LIST_REPLY_TOKENS = 320
 
 

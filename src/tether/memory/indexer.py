@@ -300,7 +300,7 @@ def _units(
     known: int,
     ended: Sequence[EpochSummary],
 ) -> tuple[list[summaries.Unit], list[str]]:
-    """The summary units of a session that grew in this pass (``core.summaries``): its
+    """The summary units of a session that grew in this pass (``core.recall.summaries``): its
     digest again and a unit per epoch that ended, and the ref of its digest as the last
     pass left it (replaced). The digest's rows are this pass's new rows and, for the turns
     indexed before, the store's (its first turn and the newest ``DIGEST_TURNS``): a

@@ -4,8 +4,8 @@ The question is analysed by ``tether.core.recall.query`` into a ``SearchQuery`` 
 phrases, prefixes and verb forms, never search syntax: the store renders it for its
 index), the store counts how many rows each term matches, and ``query.plan`` decides
 what to rank so a recall stays fast on millions of rows. A period the question names
-("last week", "in March": ``core.periods``, relative to ``time``) lifts what was written
-in it. ``core.ranking`` weighs the owner's words above replies and tool output and folds
+("last week", "in March": ``core.recall.periods``, relative to ``time``) lifts what was written
+in it. ``core.recall.ranking`` weighs the owner's words above replies and tool output and folds
 rows into one hit per (session, turn). Every hit returned is logged in the recalls log
 (counts and last found times survive a re-index).
 
@@ -15,10 +15,10 @@ when nothing changed; see ``memory.facts`` and ``stores.memory``), from the
 ``SweepStore`` its caller passes (none: no facts).
 
 ``recall_sessions`` is the same search ranked by session: a session's turn hits
-aggregated by ``core.ranking.by_session``, with the assistant's side of the conversation
+aggregated by ``core.recall.ranking.by_session``, with the assistant's side of the conversation
 weighed more than for a turn (``ranking.SESSION_ASIDE_WEIGHT``).
 
-Summary units (``core.summaries``: a session's digest, a compaction's summary; kinds
+Summary units (``core.recall.summaries``: a session's digest, a compaction's summary; kinds
 ``session-summary`` / ``epoch-summary``) are found like any row and placed by ``_placed``:
 weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the other
 turns when a turn it covers ranks above it; their hits carry the range they stand for
@@ -78,7 +78,7 @@ SPREAD = False
 #: Answer a question that names only a period with that period's turns.
 PERIOD_LISTING = True
 #: Last places of a request's hits given to the owner's standing instructions and
-#: preferences its words did not find (``core.standing``; 0: none).
+#: preferences its words did not find (``core.recall.standing``; 0: none).
 STANDING_SLOTS = 2
 #: Rows holding standing markers read for them (best bm25 first: the rarer markers).
 STANDING_POOL = 300
@@ -87,7 +87,7 @@ STANDING_POOL = 300
 STANDING_BUDGET = 5000
 #: Rows of a named period read for a question that names nothing else (``listing``).
 PERIOD_ROWS = 400
-#: A summary unit's score (``core.summaries``: a session's digest, an epoch's compaction
+#: A summary unit's score (``core.recall.summaries``: a session's digest, an epoch's compaction
 #: summary) beside a turn's; 0 leaves units out of recall. Chosen on the long-horizon
 #: tuning half (benchmarks/RESULTS.md, "Session and epoch summaries").
 SUMMARY_WEIGHT = 0.75
@@ -352,7 +352,7 @@ def recall(
     """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
     A query with nothing searchable in it (empty, punctuation, only stop words) finds
-    nothing rather than everything. ``budget`` bounds the rows ranked (see core.query).
+    nothing rather than everything. ``budget`` bounds the rows ranked (see core.recall.query).
     ``time`` is also "now" for a period the question names. With ``home``, identity
     entries are brought in step with its memory.md first; the fact rows are brought in
     step with ``sweep``'s active facts (none without it). ``only``: called after that
@@ -360,7 +360,7 @@ def recall(
     ``until``: leave out what was written at or after it (recall as it stood: ``--as-of``).
     ``in_time_order``: the same hits, oldest first (``--timeline``).
 
-    Time in the question (``core.timeline.intent``): a period it names lifts what was
+    Time in the question (``core.recall.timeline.intent``): a period it names lifts what was
     written in it; a question naming only a period ("what did we talk about on May 30")
     gets that period's turns; one asking for an order or a count gets hits spread over
     sessions (``timeline.spread``).

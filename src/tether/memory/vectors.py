@@ -1,5 +1,5 @@
 """Vector recall beside the lexical one: the question embedded once, its nearest rows,
-and the two rankings fused (``core.ranking.blend``). What ``recall`` and
+and the two rankings fused (``core.recall.ranking.blend``). What ``recall`` and
 ``recall_sessions`` run when they are handed a ``Vectors``; without one they are lexical.
 
 - ``Vectors``: an ``Embedder`` and a ``VectorIndex`` (the composition root builds them:
@@ -42,7 +42,7 @@ REPLY_WORDS = 64
 #: rows pointing away from the question. A floor for every row (0.25) cost the LongMemEval
 #: tuning half session R@5 0.956 -> 0.911 and turn R@10 0.889 -> 0.822 (short questions
 #: sit below it beside their evidence); the floors that keep a question related to
-#: nothing from recalling the nearest unrelated turns are ``core.ranking.supported``'s,
+#: nothing from recalling the nearest unrelated turns are ``core.recall.ranking.supported``'s,
 #: which look at what the question's words found.
 MIN_COSINE = 0.0
 #: Rows the question's nearest-neighbour search returns.

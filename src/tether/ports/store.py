@@ -83,13 +83,13 @@ class LogIndex(Protocol):
         """Insert or replace compaction summaries by (session, epoch)."""
 
     def put_summary_units(self, units: Sequence[Unit], gone: Sequence[str] = ()) -> None:
-        """Index summary units (``core.summaries``) as rows of kind ``summary`` with their
+        """Index summary units (``core.recall.summaries``) as rows of kind ``summary`` with their
         ref, in one transaction: the rows of the refs in ``gone`` and of the units' own
         refs go first, so putting the same units again changes nothing."""
 
 
 class TextSearch(Protocol):
-    """Search over the index: a ``SearchQuery`` (built by ``core.query``), each store
+    """Search over the index: a ``SearchQuery`` (built by ``core.recall.query``), each store
     renders it. (``memory.recall``.)"""
 
     def search(self, query: SearchQuery, k: int) -> list[Hit]:

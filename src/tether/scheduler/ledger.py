@@ -8,7 +8,7 @@ cut before the next append and ignored on read). On start the daemon closes a
 The ledger is bounded: under the append's lock, once it has grown ``keep // 2`` lines
 (and at least 16) past what the last pruning left, it is rewritten (atomically, by a
 rename) to its newest ``keep`` runs plus what the scheduler reads whatever its age
-(``core.scheduling.retained_runs``). So it holds about ``2 * keep`` lines, and pruning
+(``core.timing.scheduling.retained_runs``). So it holds about ``2 * keep`` lines, and pruning
 costs one read and one write per ``keep // 2`` appends.
 """
 

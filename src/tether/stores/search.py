@@ -24,7 +24,7 @@ def positive(k: int) -> None:
 def located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any, Any]:
     """(kind, session, turn, ref) of a found row: a log row's ref is
     ``turn:<session>:<turn>``; a summary unit (kind ``summary`` with a ref:
-    ``core.summaries``) keeps its session and ref, has no turn, and is shown as
+    ``core.recall.summaries``) keeps its session and ref, has no turn, and is shown as
     ``session-summary`` / ``epoch-summary``; any other row has its own ref and no
     session or turn."""
     if kind == "summary" and ref is not None:

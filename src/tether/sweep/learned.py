@@ -1,6 +1,6 @@
 """The sweep's paths to a day's facts besides the full two-phase page (``sweep.model``):
-the owner's own statements of the day (``core.statements``, no model), the short form
-for small models (``core.fact_list``: one call per run of a session's turns), and how
+the owner's own statements of the day (``core.learning.statements``, no model), the short form
+for small models (``core.learning.fact_list``: one call per run of a session's turns), and how
 the two merge into one page (``[extract] mode = "both"``).
 """
 

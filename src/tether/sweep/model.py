@@ -28,7 +28,7 @@ budget gate.
 
 ``[extract]`` changes the pass (``sweep.learned``): with the short form (small models)
 phases A and B are replaced by one call per run of a session's turns; with mode
-``both`` the owner's own statements (``core.statements``) are merged in first, and a
+``both`` the owner's own statements (``core.learning.statements``) are merged in first, and a
 failed model pass no longer leaves the day incomplete: the page is theirs alone and the
 stage's counts say ``model_failed_<reason>``; with mode ``extractive`` no call is made.
 """

@@ -1,4 +1,4 @@
-"""``compile-context``: select, scan and pack the pages (``core.views``), then write the
+"""``compile-context``: select, scan and pack the pages (``core.views.compiled``), then write the
 target's file, or compare it (``check``).
 
 Nothing is written unless the whole view was built: a store that cannot be read, a

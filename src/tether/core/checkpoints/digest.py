@@ -1,7 +1,7 @@
 """A checkpoint's digest, pure and extractive: what the context pack says of a banked
 window beside its link, so the agent knows which link to read after a compaction.
 
-Input is a segment's text as banked (``core.checkpoint.render`` or
+Input is a segment's text as banked (``core.checkpoints.window.render`` or
 ``checkpoint.bank.render_window``): a header line, then ``[time] WHO: text`` blocks
 whose continuation lines are indented two spaces; it is already secret-redacted and its
 private spans are ``[private]``. Three kinds of line are taken, in the window's own words
@@ -52,7 +52,7 @@ _HARNESS_NOTE = ("<", "Caveat:", "[Request interrupted")
 #: A literal that every match of ``_DECIDED`` / ``_OPEN`` holds (case folded): a block
 #: holding none of them has no sentence to take, and is skipped without running the
 #: patterns over it (their alternations cost ~40 us a sentence; a session digest
-#: (``core.summaries``) reads long replies).
+#: (``core.recall.summaries``) reads long replies).
 _DECIDED_WORDS: tuple[str, ...] = (
     "decid",
     "decision",

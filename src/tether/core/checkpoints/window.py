@@ -18,7 +18,7 @@ harness is about to summarise (or did). The harness's own summary record after a
   inverse: a banked segment's turns again (what recall indexes of it).
 - ``coverage``: the session-end decision (``remainder``, ``skip_covered``, ``full_fallback``)
   from exact-set hashes, never counts.
-- ``build_pack``: the context pack within a token budget (``core.tokens``).
+- ``build_pack``: the context pack within a token budget (``core.context.tokens``).
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ _OMITTED = "({} more lines not shown; use `tether memory recall`)\n"
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A checkpoint's link and its digest lines (``core.digest``), for the pack."""
+    """A checkpoint's link and its digest lines (``core.checkpoints.digest``), for the pack."""
 
     link: str
     notes: tuple[str, ...] = ()

@@ -55,7 +55,7 @@ MAX_FOLDER = 64
 MAX_FOLDERS = 64
 
 #: The reply's form: the full candidate page, or the short list for small models
-#: (``core.fact_list``).
+#: (``core.learning.fact_list``).
 Form = Literal["page", "list"]
 
 RANK: dict[str, int] = {

@@ -1,6 +1,6 @@
 """The short form of the fact extractor, for small models (the bundled SmolLM2-135M):
 ``{"facts": [{"turn": 3, "fact": "..."}]}``, validated and mapped into the same
-``Draft`` as a full candidate page (``core.extraction``), so the rest (authority earned
+``Draft`` as a full candidate page (``core.learning.extraction``), so the rest (authority earned
 by a verbatim quote, the caps, the slot keys) is shared.
 
 Why a second form: a 135M model cannot fill the full page (slot keys, session lists,
@@ -9,7 +9,7 @@ an enum of the owner turns it was shown, so a citation is always a real turn. No
 writes is trusted: a fact must be grounded in the turn it cites (at least half of its
 content words are words of that turn, and at least ``MIN_CONTENT`` of them), else it is
 dropped (``dropped_invalid``); its slot is derived from its words, as the extractive
-path derives one (``core.statements``); its own text is its quote, so copying the owner's
+path derives one (``core.learning.statements``); its own text is its quote, so copying the owner's
 words earns ``direct_user_statement`` and a paraphrase ``sweep_inference``.
 """
 

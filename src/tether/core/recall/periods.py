@@ -24,7 +24,7 @@ What is understood (English, case-insensitive; the first expression found wins):
 tuning question ("the streaming service I have been using lately" was named months
 before) and gained none (benchmarks/RESULTS.md, "Recall over a long life").
 
-A period only ever re-orders what the words of the question found (``core.ranking``):
+A period only ever re-orders what the words of the question found (``core.recall.ranking``):
 people misremember dates and talk about events days after they happened.
 """
 

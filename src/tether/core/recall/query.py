@@ -100,7 +100,7 @@ def terms(text: str, *, max_terms: int = MAX_TERMS) -> tuple[str, ...]:
     kept is only lower-cased: the index lower-cases what it holds and would not find
     "strasse" in "straße".
 
-    The index tokens of its symbols (``core.symbols``: emoji, ♥, €) follow, within the
+    The index tokens of its symbols (``core.recall.symbols``: emoji, ♥, €) follow, within the
     same ``max_terms``: "🍵" is a question too.
     """
     words = [word for word, _ in _words(text, max_terms)]
@@ -165,7 +165,7 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> SearchQuery:
     for w, prefix in words:
         if cjk.has_cjk(w):
             # A run of CJK is one token to the index; its bigrams are searched instead
-            # (``core.cjk``), its characters at the variant weight, and the other pieces
+            # (``core.recall.cjk``), its characters at the variant weight, and the other pieces
             # of the word as words of their own.
             for piece, weight in _cjk_pieces(w):
                 if piece not in seen and len(out) < max_terms:
@@ -174,7 +174,7 @@ def analyse(text: str, *, max_terms: int = MAX_TERMS) -> SearchQuery:
             continue
         seen.add(w)
         out.append(SearchTerm(w, "prefix" if prefix else "term"))
-    # Symbols have no word of their own: their index tokens (``core.symbols``), a base of
+    # Symbols have no word of their own: their index tokens (``core.recall.symbols``), a base of
     # a longer sequence (💻 of 👩‍💻) at the variant weight.
     for token, part in symbols.pieces(text):
         if token not in seen and len(out) < max_terms:

@@ -1,7 +1,7 @@
 """How recall ranks what the index found: rows -> turns -> sessions. Pure, no I/O.
 
 - **Rows.** The store scores each row it finds by bm25 over the query's terms (weighted
-  and rescaled by ``core.query.plan``), with the owner's words (user text, notes, pages)
+  and rescaled by ``core.recall.query.plan``), with the owner's words (user text, notes, pages)
   at full weight and the rest of a session log (assistant replies, tool calls, tool
   summaries) at ``ASIDE_WEIGHT``: what the owner said is what they ask about later, and
   replies restate the question's words in every answer. ``row_score`` adds the ``also``

@@ -11,7 +11,7 @@ with one hit that a caller then opens (``tether session show --turns``, the MCP
 - **session** (``session-summary``): an extractive digest of the whole session, in its own
   words (nothing generated, so it costs no model call and works with the bundled model or
   no server at all): the owner's first request (what the session was about), then
-  ``core.digest``'s asked / decided / open lines over the session's last
+  ``core.checkpoints.digest``'s asked / decided / open lines over the session's last
   ``DIGEST_TURNS`` turns. It covers turns 1 to the last indexed one and is rebuilt when
   the session grows (the indexer replaces it by session; the old one goes).
 
@@ -86,7 +86,7 @@ def span_of(ref: str) -> Span | None:
 
 
 def _rendered(rows: Sequence[LogRow]) -> str:
-    """Rows as a banked segment's blocks, what ``core.digest`` reads."""
+    """Rows as a banked segment's blocks, what ``core.checkpoints.digest`` reads."""
     out = []
     for r in rows:
         who = "USER" if r.field == "user" else "ASSISTANT"

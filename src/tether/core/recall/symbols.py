@@ -2,7 +2,7 @@
 
 FTS5's unicode61 tokenizer keeps letters and digits and treats every other character as a
 separator, so 🍵, ♥, €, ✓ or ∑ are in no token: a turn saying "🍵 matcha" is indexed as
-"matcha" alone, and a search for "🍵" has no word to look for. As ``core.cjk`` does for
+"matcha" alone, and a search for "🍵" has no word to look for. As ``core.recall.cjk`` does for
 unspaced scripts, each symbol is indexed a second time (in the same ``seg`` column) as a
 token unicode61 keeps: ``zsym`` and its code point in decimal (🍵 is ``zsym127861``;
 decimal, so the porter stemmer, which strips English endings such as "-ed", never changes

@@ -2,7 +2,7 @@
 
 ``intent`` reads a question (and "now", passed in) into an ``Intent``:
 
-- ``period``: the window it names (``core.periods``: "last week", "on May 30", "recently");
+- ``period``: the window it names (``core.recall.periods``: "last week", "on May 30", "recently");
 - ``listing``: it asks what happened in that window and names no subject ("What did we
   talk about on May 30?", "what did I do last week"): every word left once the period's
   words are gone is one of ``GENERIC_WORDS``. Recall then answers with the turns of the

@@ -2,7 +2,7 @@
 
 Pure: the caller hands in the caps, what the local day has spent (reservations of calls
 still running at their bound), the request's bound and the prices. A request's bound is
-its prompt tokens (``core.tokens``, plus a few per message for the chat template) plus
+its prompt tokens (``core.context.tokens``, plus a few per message for the chat template) plus
 its ``max_tokens``: the most it can cost, so a call that is let through can never take a
 day past its cap. The money bound prices the whole prompt as uncached input (the worst
 case); a settled call is priced from what the server reported.

@@ -24,7 +24,7 @@ from tether.records import SpendKind, SpendRow
 By = Literal["kind", "day", "session"]
 #: Kinds whose model calls are turns, so their spend is in the session logs.
 TURN_KINDS: frozenset[SpendKind] = frozenset({"live", "heartbeat", "cron"})
-#: ``core.scheduling.job_session_id`` names every cron run's session so.
+#: ``core.timing.scheduling.job_session_id`` names every cron run's session so.
 JOB_PREFIX = "job-"
 
 

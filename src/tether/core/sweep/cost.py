@@ -9,7 +9,7 @@ The ceiling is what the pass could use at most, in tokens and in money:
   ``excerpt_chars``), the clamped model-controlled additions (phase A's reply, re-sent),
   plus the page's reply bound.
 
-Text in hand is counted with ``core.tokens``; a bound given in characters (the spine cut,
+Text in hand is counted with ``core.context.tokens``; a bound given in characters (the spine cut,
 the excerpt budget) counts ``ceil(chars / CHARS_PER_TOKEN)``, which stays above the
 counter for prose. Priced with ``[sweep] model_usd_per_mtok_in`` / ``_out``; it must fit
 both ``max_model_tokens`` and ``max_model_cost_usd``, or the day stays incomplete with

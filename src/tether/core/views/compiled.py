@@ -17,7 +17,7 @@ never the wall clock, and the order is total (pinned first, then weight, then sl
 an unchanged set of pages gives identical bytes on any day. An entry is the page's title,
 its ``tether://`` link and an excerpt of at most ``EXCERPT_CHARS`` characters.
 
-``pack`` fits the whole file (header included) into a token budget (``core.tokens``);
+``pack`` fits the whole file (header included) into a token budget (``core.context.tokens``);
 what is left out is reported by the caller, never silently. What may not leave the home
 (secrets, personal data, the owner's blocklist) is dropped by the caller before packing.
 Pure: no I/O, no clock.

@@ -147,7 +147,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE mirror (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     """,
     # 4: Chinese, Japanese and Korean runs are indexed a second time as bigrams
-    # (``core.cjk``), so a search finds words inside them. ``seg`` holds them (NULL for
+    # (``core.recall.cjk``), so a search finds words inside them. ``seg`` holds them (NULL for
     # text without CJK) and both indexed columns append it to the text. Existing rows
     # with CJK get theirs from ``AFTER[4]`` (the index is updated for them only).
     """
@@ -228,7 +228,7 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     """,
     # Emoji and other symbols get index tokens in ``seg`` beside the CJK pieces
-    # (``core.symbols``): no SQL, only ``AFTER[SYMBOLS_VERSION]``, which gives every row
+    # (``core.recall.symbols``): no SQL, only ``AFTER[SYMBOLS_VERSION]``, which gives every row
     # whose ``seg`` changes its new one. Its place in this tuple is its number.
     _SYMBOLS,
     # 8: sentence vectors of indexed rows (``sqlite.vectors``, the extra tether[vectors]).
