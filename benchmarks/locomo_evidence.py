@@ -53,6 +53,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bm25_baseline import bm25_keys
 from benchmarks.longmemeval_retrieval import override
 from tether.config import Config
 from tether.home import init_home
@@ -148,24 +149,7 @@ def asks(conv: dict[str, Any], known: set[str]) -> list[Ask]:
 
 
 def bm25_rank(docs: Sequence[tuple[str, str]], questions: Sequence[Ask]) -> dict[str, list[str]]:
-    import bm25s  # the optional extra "bench"
-
-    retriever = bm25s.BM25()
-    retriever.index(
-        bm25s.tokenize([t for _, t in docs], stopwords="en", show_progress=False),
-        show_progress=False,
-    )
-    vocab = retriever.vocab_dict
-    out: dict[str, list[str]] = {}
-    for a in questions:
-        words = bm25s.tokenize([a.question], stopwords="en", return_ids=False, show_progress=False)
-        known = [[w for w in words[0] if w in vocab]]
-        if not known[0]:
-            out[a.qid] = []
-            continue
-        found, scores = retriever.retrieve(known, k=min(K, len(docs)), show_progress=False)
-        out[a.qid] = [docs[int(i)][0] for i, s in zip(found[0], scores[0], strict=True) if s > 0]
-    return out
+    return bm25_keys(docs, [(a.qid, a.question) for a in questions], K)
 
 
 def share(ranking: Sequence[str], evidence: frozenset[str]) -> float:

@@ -93,6 +93,7 @@ from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bm25_baseline import bm25_keys
 from benchmarks.long_horizon_data import CONTRADICTIONS, INSTRUCTIONS
 from benchmarks.longmemeval_retrieval import DATA, Question, load, override, parse_date
 from tether.config import Config
@@ -382,24 +383,11 @@ def bm25_rank(
     """Plain BM25 (bm25s), best first, per question id: the index built once. With
     ``dated`` (key -> when written), turns written after the question are dropped from
     its ranking (the top 10 then filled from further down)."""
-    import bm25s  # the optional extra "bench"
-
-    retriever = bm25s.BM25()
-    retriever.index(
-        bm25s.tokenize([t for _, t in docs], stopwords="en", show_progress=False),
-        show_progress=False,
-    )
-    vocab = retriever.vocab_dict
+    deep = K if dated is None else 50 * K
+    ranked = bm25_keys(docs, [(a.qid, a.question) for a in asks], deep)
     out: dict[str, list[str]] = {}
     for a in asks:
-        words = bm25s.tokenize([a.question], stopwords="en", return_ids=False, show_progress=False)
-        known = [[w for w in words[0] if w in vocab]]
-        if not known[0]:
-            out[a.qid] = []
-            continue
-        deep = K if dated is None else min(len(docs), 50 * K)
-        found, scores = retriever.retrieve(known, k=deep, show_progress=False)
-        keys = [docs[int(i)][0] for i, s in zip(found[0], scores[0], strict=True) if s > 0]
+        keys = ranked[a.qid]
         if dated is not None:
             keys = [key for key in keys if dated[key] < a.day_end]
         out[a.qid] = keys[:K]

@@ -537,6 +537,7 @@ def override(setting: str) -> None:
     module, _, attr = name.rpartition(".")
     where = {"ranking": "tether.core.recall.ranking", "recall": "tether.memory.recall"}
     where |= {"periods": "tether.core.recall.periods", "timeline": "tether.core.recall.timeline"}
+    where |= {"summaries": "tether.core.recall.summaries"}
     target = importlib.import_module(where.get(module, f"tether.memory.{module}"))
     old = getattr(target, attr)
     if isinstance(old, bool) and value not in ("True", "False"):
