@@ -88,7 +88,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
     # same services and the same use-case functions; never the CLI (see `ui_apart`); the
     # CLI starts it and hands it what it may not open (its application's stores and clock)
-    "ui": SERVICE_BASE | {"memory", "checkpoint", "sweep", "scheduler", "usage"},
+    "ui": SERVICE_BASE | {"memory", "checkpoint", "sweep", "scheduler", "usage", "recall"},
     # the command line: parse, call, print (sync commands use the store directly)
     "cli": SERVICE_BASE
     | {"extract"}

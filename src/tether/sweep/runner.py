@@ -274,6 +274,7 @@ class Runner:
             produced, result.redacted = packets.redact_packet(produced, self.allow)
             self._validate(produced, ctx)
             data = encode_packet(produced)
+            produced_digest = digest(produced)
             with self.store.transaction() as tx:
                 fence(tx, ctx)
                 tx.put_stage(
@@ -282,14 +283,14 @@ class Runner:
                         local_date=window.local_date,
                         source_generation=ctx.source_generation,
                         window_id=window.window_id,
-                        digest=digest(produced),
+                        digest=produced_digest,
                         packet=data,
                         created_at=now,
                     )
                 )
                 staged = tx.stage(*args)  # a concurrent runner's stage wins
             assert staged is not None
-            if staged.digest == digest(produced):
+            if staged.digest == produced_digest:
                 return produced, True
         packet = decode_packet(staged.packet)
         self._validate(packet, ctx)

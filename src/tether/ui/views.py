@@ -100,10 +100,10 @@ def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
 
 
 def recall(s: UiServices, request: Request) -> View:
-    from tether.checkpoint.recallable import Links, catch_up
+    from tether.checkpoint.recallable import catch_up
     from tether.memory.indexer import index_home
     from tether.memory.readiness import ready_for_recall
-    from tether.memory.recall import recall as run_recall
+    from tether.recall.home import find
     from tether.scan.allow import home_allow
 
     query = request.query_params.get("q", "").strip()
@@ -122,18 +122,18 @@ def recall(s: UiServices, request: Request) -> View:
             ready = ready_for_recall(vectors)
             fused, note = ready.fused, ready.notice
             with sweep_of(s) as sweep:
-                found = run_recall(
+                found = find(
+                    s.home,
                     store,
                     query,
                     50,
                     time=s.now(),
-                    home=s.home,
                     sweep=sweep,
                     vectors=vectors,
                     in_time_order=in_time,
                 )
-        links = Links(s.home)
-        for h in found:
+        for f in found:
+            h = f.hit
             label, href = _source(h.ref, h.session, h.turn)
             hits.append(
                 {
@@ -144,7 +144,7 @@ def recall(s: UiServices, request: Request) -> View:
                     "text": shown(h.text),
                     "source": label,
                     "href": href,
-                    "segment": links.of(h.session, h.time),
+                    "segment": f.link,
                 }
             )
     return "recall.html", {
