@@ -167,6 +167,7 @@ def run_worker(
         stats = pool.stats()
         report.pool_max = stats.get("pool_max", pool_size)
         report.connections_opened = stats.get("connections_num", 0)
+        report.retried += pool.reruns  # transactions the stores ran again themselves
         return report
 
 

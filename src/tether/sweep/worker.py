@@ -188,7 +188,7 @@ def sweep_claimed(
             # The day is ours (claimed): a retry that finds it complete found the commit
             # whose answer the lost connection cut off, i.e. this worker completed it.
             outcome = "complete"
-    _finish(claims.finish, day, outcome if outcome != "already_complete" else "complete")
+    _finish(claims.finish, day, outcome if outcome != "already_complete" else "complete", report)
     report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
     if reason:
         report.reasons[reason] = report.reasons.get(reason, 0) + 1
@@ -212,7 +212,12 @@ def _run_day(
     raise AssertionError("unreachable")
 
 
-def _finish(finish: Callable[[ClaimedDay, str], bool], day: ClaimedDay, outcome: str) -> None:
+def _finish(
+    finish: Callable[[ClaimedDay, str], bool],
+    day: ClaimedDay,
+    outcome: str,
+    report: WorkerReport,
+) -> None:
     """Mark the day done or hand it back, tried again on a lost connection (it changes the
     row only while the claim is still ours: a second try after a lost commit is a no-op);
     failing that, the claim's lease gives the day back."""
@@ -226,6 +231,8 @@ def _finish(finish: Callable[[ClaimedDay, str], bool], day: ClaimedDay, outcome:
                     "sweep worker: owner %s %s not finished: %s", day.owner, day.local_date, exc
                 )
                 return
+            if isinstance(exc, StoreConnectionLostError):
+                report.retried += 1
             time.sleep(backoff(attempt))
 
 

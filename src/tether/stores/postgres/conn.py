@@ -149,6 +149,9 @@ class PgPool:
         self.where = redacted(url)
         self.max_size = max_size
         self.pool = _open_pool(url, max_size, _no_schema, application_name)
+        #: Transactions of the stores on this pool run again because their connection was
+        #: lost before they committed (``PgStore.run``): a worker reports them.
+        self.reruns = 0
 
     def owner_schemas(self) -> list[str]:
         """The owners with a schema in the database, sorted."""
@@ -193,6 +196,9 @@ class PgStore:
         self._closed = False
         self._lock = threading.Lock()
         self._shared = pool is not None
+        self._shared_pool = pool
+        #: Transactions run again because the connection was lost before COMMIT.
+        self.reruns = 0
         ident = sql.Identifier(self.schema)
         #: What opens each transaction: on a shared pool, the owner's path with it.
         self._begin = {
@@ -276,6 +282,7 @@ class PgStore:
                     raise StoreConnectionLostError(
                         self.where, f"{doing}: the connection was lost (nothing was saved)"
                     ) from None
+                self._count_rerun()
             except _CommitLost:
                 raise StoreConnectionLostError(
                     self.where,
@@ -285,6 +292,12 @@ class PgStore:
             except psycopg.Error as exc:
                 raise self._error(doing, exc) from None
         raise AssertionError("unreachable")
+
+    def _count_rerun(self) -> None:
+        with self._lock:
+            self.reruns += 1
+            if self._shared_pool is not None:
+                self._shared_pool.reruns += 1
 
     def _once(
         self,
