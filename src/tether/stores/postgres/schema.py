@@ -269,6 +269,11 @@ MIGRATIONS: tuple[str, ...] = (
     _VECTORS,
     # 4: document frequencies per word (``_TERM_DF``).
     _TERM_DF,
+    # 5: each log's state when it was indexed, so a pass with nothing new only stats.
+    """
+    ALTER TABLE index_cursor ADD COLUMN size BIGINT, ADD COLUMN mtime_ns BIGINT,
+        ADD COLUMN ino BIGINT, ADD COLUMN tail BIGINT;
+    """,
 )
 
 #: The version this tether knows.
