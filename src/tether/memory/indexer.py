@@ -262,8 +262,9 @@ def _session_rows(
     *,
     seen: _Seen | None = None,
     damaged: list[str] | None = None,
-) -> _Read:
-    """New rows of every epoch of one session, in order, with each file's new cursor.
+) -> _Read | None:
+    """New rows of every epoch of one session, in order, with each file's new cursor
+    (None: no log changed, the common case, with nothing allocated for it).
 
     ``root`` is the sessions folder and ``sid`` a valid id; ``known``: how many of its
     epochs the cursors cover (``_known_epochs``). A log whose stat is its cursor's state
@@ -275,7 +276,7 @@ def _session_rows(
     directory = f"{root}/{sid}"
     epochs = _epochs(directory, known)
     turn, tainted = 0, False
-    out = _Read()
+    out: _Read | None = None
     for epoch in epochs:
         key = _log_key(sid, epoch)
         cursor = cursors.get(key)
@@ -311,6 +312,7 @@ def _session_rows(
             ino=ino,
             tail=zlib.crc32(data[: back + end][-TAIL_BYTES:]),
         )
+        out = out or _Read()
         if not complete:
             out.marks.append(moved)  # a torn tail: read again once the file changes
             continue
@@ -422,19 +424,23 @@ def _one_session(
     *,
     known: int,
     allow: frozenset[str],
-) -> _OneSession:
-    """One session's new rows and summary units; a session whose logs were rewritten
-    is dropped from the index and read whole (the module's doc)."""
+) -> _OneSession | None:
+    """One session's new rows and summary units (None: no log changed); a session
+    whose logs were rewritten is dropped from the index and read whole (the module's
+    doc)."""
     seen, bad = _Seen(), list[str]()
     rewritten = False
     try:
-        read = _session_rows(root, sid, cursors, known, allow, seen=seen, damaged=bad)
+        found = _session_rows(root, sid, cursors, known, allow, seen=seen, damaged=bad)
     except _Rewritten:
         seen, bad, cursors, known, rewritten = _Seen(), [], {}, 0, True
-        read = _session_rows(root, sid, cursors, known, allow, seen=seen, damaged=bad)
+        found = _session_rows(root, sid, cursors, known, allow, seen=seen, damaged=bad)
         # Its rows and cursors go now, the rows just read with the batch (a crash
         # between leaves no cursor: the next pass reads the session whole again).
         store.forget_session_index(sid)
+    if found is None and not rewritten:
+        return None
+    read = found or _Read()
     made, old = _units(store, sid, read.items, cursors=cursors, known=known, ended=seen.summaries)
     return _OneSession(read, seen, bad, made, old, rewritten)
 
@@ -479,6 +485,8 @@ def index_home(
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
+        if one is None:
+            continue  # nothing changed: the common case
         if one.rewritten:
             rewritten.append(checked)
         damaged += [(sid, problem) for problem in one.damaged]

@@ -63,18 +63,9 @@ def page_text(page: Page) -> str:
 
 
 def _cursor(row: Sequence[Any]) -> IndexCursor:
-    path, offset, lines, turn, tainted, size, mtime_ns, ino, tail = row  # as ``_CURSOR``
-    return IndexCursor(
-        path=path,
-        offset=int(offset),
-        turn=turn,
-        tainted=bool(tainted),
-        lines=int(lines),
-        size=None if size is None else int(size),
-        mtime_ns=None if mtime_ns is None else int(mtime_ns),
-        ino=None if ino is None else int(ino),
-        tail=None if tail is None else int(tail),
-    )
+    # As ``_CURSOR`` names them; both drivers give ints (or None) for the integer columns.
+    path, offset, lines, turn, tainted, size, mtime_ns, ino, tail = row
+    return IndexCursor(path, offset, turn, bool(tainted), lines, size, mtime_ns, ino, tail)
 
 
 def _page(row: Sequence[Any]) -> Page:

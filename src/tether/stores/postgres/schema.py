@@ -278,6 +278,8 @@ MIGRATIONS: tuple[str, ...] = (
 
 #: The version this tether knows.
 KNOWN = len(MIGRATIONS)
+#: The version the word counts' migration reaches (its script's place in MIGRATIONS).
+TERM_DF_VERSION = MIGRATIONS.index(_TERM_DF) + 1
 
 
 @dataclass(frozen=True)
