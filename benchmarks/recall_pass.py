@@ -15,7 +15,8 @@ The home: ``--sessions`` sessions holding ``--turns`` turns between them, import
 - ``index_pass_ms``: the pass alone, nothing new (``stat``), against the baseline;
 - ``recall_in_process_ms``: ``tether memory recall QUERY --json`` in this process
   (click's runner), the command as it is (``stat``) and with the baseline's read before
-  it (``baseline_read_every_log``): what the command cost if its pass read the logs;
+  it (``baseline_read_every_log``): what the command cost if its pass read the logs
+  (both figures in turns, so they see the same moments of a shared machine);
 - ``one_append``: a turn appended to one session, then the pass (it reads that log);
 - ``one_rewritten``: one session's log replaced by a copy (another inode), then the pass
   (it drops the session's rows and indexes it whole).
@@ -84,15 +85,16 @@ def logs(home: Path) -> list[str]:
     )
 
 
-def read_every_log(paths: list[str]) -> int:
-    """The baseline: every log read whole and decoded; the records read."""
-    n = 0
+def read_every_log(paths: list[str]) -> tuple[int, int]:
+    """The baseline: every log read whole and decoded; the records and turns read."""
+    n = turns = 0
     for path in paths:
         with open(path, "rb") as f:
             lines, _ = files.split_complete(f.read())
         records, _ = files.decode_lenient(lines)
         n += len(records)
-    return n
+        turns += sum(isinstance(r, User) for r in records)
+    return n, turns
 
 
 def median_ms(run: Callable[[], object], repeat: int, before: Callable[[], None]) -> float:
@@ -103,6 +105,20 @@ def median_ms(run: Callable[[], object], repeat: int, before: Callable[[], None]
         run()
         times.append((time.perf_counter() - start) * 1000)
     return round(statistics.median(times), 2)
+
+
+def paired(
+    ours: Callable[[], object], baseline: Callable[[], object], repeat: int
+) -> dict[str, float]:
+    """Medians of ``ours`` and ``baseline`` run in turns, so both see the same moments
+    of a shared machine."""
+    times: dict[str, list[float]] = {"stat": [], "baseline_read_every_log": []}
+    for _ in range(repeat):
+        for name, run in (("stat", ours), ("baseline_read_every_log", baseline)):
+            start = time.perf_counter()
+            run()
+            times[name].append((time.perf_counter() - start) * 1000)
+    return {name: round(statistics.median(t), 2) for name, t in times.items()}
 
 
 def main() -> None:
@@ -124,18 +140,14 @@ def main() -> None:
             built_s = round(build(home, args.sessions, args.turns), 1)
         paths = logs(home)
         store = SqliteStore(home / "tether.db")
-        nothing = lambda: None  # noqa: E731
         try:
             index_home(home, store)  # the states learnt once (a home kept from before)
             report = index_home(home, store)
             assert report.files == 0, report
-            records = read_every_log(paths)
-            index_ms = {
-                "stat": median_ms(lambda: index_home(home, store), args.repeat, nothing),
-                "baseline_read_every_log": median_ms(
-                    lambda: read_every_log(paths), args.repeat, nothing
-                ),
-            }
+            records, turns = read_every_log(paths)
+            index_ms = paired(
+                lambda: index_home(home, store), lambda: read_every_log(paths), args.repeat
+            )
         finally:
             store.close()
 
@@ -151,10 +163,7 @@ def main() -> None:
             recall()
 
         recall()  # imports and caches warmed alike for both
-        recall_ms = {
-            "stat": median_ms(recall, args.repeat, nothing),
-            "baseline_read_every_log": median_ms(read_then_recall, args.repeat, nothing),
-        }
+        recall_ms = paired(recall, read_then_recall, args.repeat)
 
         sids = sorted(os.listdir(home / "sessions"))
         store = SqliteStore(home / "tether.db")
@@ -187,7 +196,7 @@ def main() -> None:
                     "benchmark": "recall_pass",
                     "sessions": len(sids),
                     "logs": len(paths),
-                    "turns": args.turns,
+                    "turns": turns,
                     "records": records,
                     "log_mb": round(sum(os.path.getsize(p) for p in paths) / 2**20, 1),
                     "repeat": args.repeat,
