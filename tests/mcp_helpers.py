@@ -115,7 +115,8 @@ async def stdio_session(home: Path, *extra: str) -> AsyncIterator[ClientSession]
     """An initialised SDK client session on `tether mcp` as a child process."""
     # The SDK passes the child only a few variables: PYTHONPATH too, so the server runs
     # the code under test (a checkout's src/), not whatever the interpreter has installed.
-    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+    # The pause points' variables too (``tether.faults``), for a test that holds it.
+    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("TETHER_PAUSE")}
     params = StdioServerParameters(
         command=TETHER[0],
         args=[*TETHER[1:], "--home", str(home), "mcp", *extra],

@@ -160,9 +160,12 @@ def test_a_malformed_line_is_named_and_recall_keeps_the_rest(home: Path) -> None
     assert code == 1
     assert ("session-log-corrupt", 3) in _problems(report)
     assert report["problems"][0]["where"] == str(log)
-    # The log is shorter than what was indexed: reindex, as recall's warning says.
-    _, err = _recall(home, "heron")
-    assert "tether memory reindex" in err
+    # The log is shorter than what was indexed: the next recall indexes the session
+    # again as it now is, reading past the malformed line and naming it.
+    hits, err = _recall(home, "heron kestrel wren")
+    assert "session birds: a log was rewritten since it was indexed" in err
+    assert f"{log}:3: malformed record" in err
+    assert set(hits) == {"the heron waits by the weir", "the wren sings at dusk"}
     out = tether(home, "memory", "reindex")
     assert out.returncode == 0, out.stderr
     assert f"{log}:3: malformed record" in out.stderr

@@ -381,15 +381,18 @@ def test_cli_errors_exit_2_with_file_and_line(home: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_a_log_rewritten_by_hand_is_reindexed_on_request(home: Path, tmp_path: Path) -> None:
+def test_a_log_rewritten_by_hand_is_indexed_again_by_recall_and_reindex(
+    home: Path, tmp_path: Path
+) -> None:
     src = write(tmp_path / "history.jsonl", TWO_SESSIONS)
     assert tether(home, "sessions", "import", str(src)).returncode == 0
     log = home / "sessions" / "trip" / "0.jsonl"
     lines = log.read_bytes().splitlines(keepends=True)
     log.write_bytes(b"".join(lines[:-1]))  # the owner drops the last line by hand
-    warned = tether(home, "memory", "recall", "flight")
-    assert warned.returncode == 0
-    assert "run `tether memory reindex`" in warned.stderr
+    noted = tether(home, "memory", "recall", "flight", "--json")
+    assert noted.returncode == 0
+    assert "session trip: a log was rewritten since it was indexed" in noted.stderr
+    assert json.loads(noted.stdout) == []  # the dropped line is gone from memory
 
     done = tether(home, "memory", "reindex", "--json")
     assert done.returncode == 0, done.stderr

@@ -175,7 +175,7 @@ def test_a_version_2_store_upgrades_and_keeps_its_index(tmp_path: Path) -> None:
     path = tmp_path / "tether.db"
     old_store(path, 2, [(7, 1, "user", "the kayak is red")])
     with SqliteStore(path) as store:
-        assert store.schema_version() == len(MIGRATIONS) == 8
+        assert store.schema_version() == len(MIGRATIONS) == 9
         assert [(h.session, h.turn) for h in store.search(words("kayak"), 5)] == [("s1", 1)]
         assert store.identity_stamp() is None
         assert sync_facts(store, None) is True  # no sweep tables: nothing, stamped once
@@ -194,7 +194,7 @@ def test_a_version_3_store_segments_its_cjk_rows_on_upgrade(tmp_path: Path) -> N
     assert before.execute("SELECT rowid FROM doc_fts WHERE doc_fts MATCH '乌龙'").fetchall() == []
     before.close()
     with SqliteStore(path) as store:
-        assert store.schema_version() == len(MIGRATIONS) == 8
+        assert store.schema_version() == len(MIGRATIONS) == 9
         assert [h.turn for h in store.search(words("乌龙"), 5)] == [1]
         assert [h.turn for h in store.search(words("東京"), 5)] == [2]  # a reply, re-indexed too
         assert [h.turn for h in store.search(words("kayak"), 5)] == [1]

@@ -267,6 +267,15 @@ class IndexCursor(msgspec.Struct, frozen=True):
     tainted: bool
     #: Complete lines before ``offset``, so an error further on names the right line.
     lines: int = 0
+    #: The file as the pass that wrote this cursor found it (``os.stat``: size, mtime in
+    #: ns, inode): a pass skips a log whose state is the same, unread. None: not known
+    #: (a cursor from before schema 9, or written by a test).
+    size: int | None = None
+    mtime_ns: int | None = None
+    ino: int | None = None
+    #: CRC-32 of the (up to 64) bytes before ``offset``: a log that grew is read on from
+    #: ``offset`` only when they are still there (else it was rewritten).
+    tail: int | None = None
 
 
 class Note(msgspec.Struct, frozen=True):

@@ -183,7 +183,7 @@ def recall_cmd(
                     until=until,
                     in_time_order=timeline,
                 )
-    warn_unindexed(caught.index.errors, caught.index.damaged)
+    warn_unindexed(caught.index.errors, caught.index.damaged, caught.index.rewritten)
     if by_session:
         _print_sessions(sessions, as_json)
         return

@@ -9,11 +9,14 @@ checked by ``BearerAuth`` before the SDK sees it; the token's id rides the ASGI 
 the tools, for the journal. The tools and their argument names are a contract:
 ``recall(query, k, level)``, ``read(link)``, ``remember(text)``, ``pages(prefix)``; their
 arguments are validated by the SDK from the annotations here, and every ``TetherError``
-becomes a tool error whose text is secret-redacted. The tools are coroutines, so the SDK
-runs them on the event loop: a recall blocks it for about a millisecond of SQLite, and
-the worker-thread hop a plain function gets cost ~10 ms a call over HTTP here
-(benchmarks/mcp_roundtrip.py). Pages are also resources,
-``tether://<slug>``, listed as the lane may see them.
+becomes a tool error whose text is secret-redacted. The tools are coroutines. ``recall``
+runs its service call in a worker thread (``anyio.to_thread.run_sync``): it may index
+what the hooks banked and embed up to ``RECALL_EMBED_ROWS`` rows (~3 s) before it
+searches, and on the event loop that would hold every other request of the server
+(another client's call, a ping) until it ends. The other tools are a few milliseconds of
+SQLite and stay on the loop: the thread hop cost ~10 ms a call over HTTP on a loaded
+machine (benchmarks/mcp_roundtrip.py). Pages are also resources, ``tether://<slug>``,
+listed as the lane may see them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
+import anyio.to_thread
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
@@ -81,6 +85,11 @@ def _run(call: Callable[[], str]) -> str:
         return call()
     except TetherError as exc:
         raise ToolError(redact(str(exc)).text) from None
+
+
+async def _off_loop(call: Callable[[], str]) -> str:
+    """``_run(call)`` in a worker thread, the event loop free meanwhile (the module's doc)."""
+    return await anyio.to_thread.run_sync(lambda: _run(call))
 
 
 class TetherMcp(MCPServer[Any]):
@@ -145,7 +154,8 @@ class TetherMcp(MCPServer[Any]):
             level: LevelArg = "turns",
             order: OrderArg = "rank",
         ) -> str:
-            return _run(lambda: memory.recall(self.caller(ctx), query, k, level, order=order))
+            caller = self.caller(ctx)  # on the loop: the request's context lives there
+            return await _off_loop(lambda: memory.recall(caller, query, k, level, order=order))
 
         async def read(ctx: Context[Any, Any], link: LinkArg) -> str:
             return _run(lambda: memory.read(self.caller(ctx), link))

@@ -14,11 +14,15 @@ there. Every write is journalled with the caller's lane and token id in ``who``
 (``mcp:local``, ``mcp:remote:t-1a2b3c4d``).
 
 Errors are ``TetherError``s with a message for the client; the server turns them into
-tool errors, never a crash.
+tool errors, never a crash. ``recall`` runs in a worker thread (``mcp.server``), so two
+may run at once: the index pass before a search is taken by one at a time (two passes
+over the same new lines would index them twice); the stores and the vectors lock their
+own state.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -101,6 +105,7 @@ class Memory:
         self.sweep = sweep
         self.result_tokens = result_tokens
         self.now = now
+        self._indexing = threading.Lock()  # one index pass at a time (the module's doc)
 
     # -- what a remote caller may see ----------------------------------------------------
 
@@ -123,10 +128,11 @@ class Memory:
         to index, or never appended): the server runs for a whole harness session. Only
         the harness sessions are passed over (tether's own index themselves as they
         write), so a search stays cheap however many sessions the home holds."""
-        catch_up(self.home, allow=home_allow(self.home), slot=self.slot)
-        harness = [sid for sid in sessions_banked(self.home) if Session.exists(self.home, sid)]
-        if harness:
-            index_home(self.home, self.store, only=harness)
+        with self._indexing:
+            catch_up(self.home, allow=home_allow(self.home), slot=self.slot)
+            harness = [s for s in sessions_banked(self.home) if Session.exists(self.home, s)]
+            if harness:
+                index_home(self.home, self.store, only=harness)
 
     def recall(
         self, caller: Caller, query: str, k: int, level: Level, *, order: str = "rank"

@@ -1,11 +1,19 @@
 """Keep the full-text index in step with the session logs on disk.
 
 Each log file has a cursor in the store: the byte offset indexed so far, plus the
-session's turn number and taint at that offset. A pass reads only the complete lines
-after the cursor (a torn tail, a crash mid-append, waits for the next pass), turns them
-into rows and moves the cursor in the same transaction, so a crash never indexes a line
-twice or skips one. Raw ToolResult content is never indexed: only what the agent was
-shown as a summary (ToolSummary) is, carrying its own trust. A row's text is indexed
+session's turn number and taint at that offset, and the file's state (size, mtime in ns,
+inode) when it was last looked at. A pass loads every cursor in one query and stats each
+log: a log whose state is the cursor's is not opened, so a pass with nothing new costs a
+stat per log, not a read. A log that changed is read from the cursor's offset, and only
+its complete lines (a torn tail, a crash mid-append, waits for the next pass), turned into
+rows; the cursor moves in the same transaction, so a crash never indexes a line twice or
+skips one. A log that was rewritten rather than appended to (another inode, shorter than
+what was indexed, the same size with another mtime, or the bytes before the offset no
+longer those indexed) has its session dropped from the index and read again from its
+first epoch (``IndexReport.rewritten``): the cost of a pass follows what changed.
+
+Raw ToolResult content is never indexed: only what the agent was shown as a summary
+(ToolSummary) is, carrying its own trust. A row's text is indexed
 secret-redacted (``tether.scan``, with the home's allow-list): the logs keep what was
 said, but recall, which hands rows to the agent in any session, never shows a key
 pasted in one of them.
@@ -20,6 +28,7 @@ untrusted ToolResult has been read, every later row of the session is tainted.
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,6 +67,10 @@ from tether.sessions.session import SESSIONS_DIR, Session
 BATCH_ROWS = 20_000
 #: A pass that adds at least this many rows compacts the index afterwards.
 OPTIMIZE_AFTER_ROWS = 200_000
+#: The bytes before a cursor's offset it keeps a checksum of (``IndexCursor.tail``).
+TAIL_BYTES = 64
+#: Inodes are kept in a signed 64-bit column (compared for equality only).
+_INO_MASK = (1 << 63) - 1
 
 _json = msgspec.json.Encoder()
 
@@ -115,6 +128,8 @@ class IndexReport:
     rows: int = 0
     errors: tuple[tuple[str, str], ...] = field(default=())
     damaged: tuple[tuple[str, str], ...] = field(default=())
+    #: Sessions whose logs were rewritten since they were indexed, indexed again whole.
+    rewritten: tuple[str, ...] = field(default=())
 
 
 def _log_key(sid: str, epoch: int) -> str:
@@ -122,15 +137,18 @@ def _log_key(sid: str, epoch: int) -> str:
     return f"{sid}/{epoch}.jsonl"
 
 
-def _read_new(path: Path, offset: int, size: int) -> bytes:
-    if size < offset:
-        raise SessionError(
-            f"{path}: the log is {size} bytes, shorter than the {offset} already indexed "
-            "(it was rewritten); run `tether memory reindex`"
-        )
+class _Rewritten(Exception):
+    """A log of the session was rewritten, not appended to: its session is read again."""
+
+
+def _read_from(path: Path, start: int, size: int) -> bytes:
+    """Bytes ``start..size`` of the log; fewer than that: it shrank since its stat."""
     with os.fdopen(open_home(path, os.O_RDONLY), "rb") as f:
-        f.seek(offset)
-        return f.read(size - offset)
+        f.seek(start)
+        data = f.read(size - start)
+    if len(data) < size - start:
+        raise _Rewritten
+    return data
 
 
 def _session_ids(home: Path) -> list[str]:
@@ -225,6 +243,16 @@ def _epochs(directory: str, known: int) -> list[int]:
     return epochs
 
 
+@dataclass
+class _Read:
+    """What a pass found in one session's logs: the files read, each with its new rows
+    and cursor; and the cursors of files whose state moved with nothing to index (a
+    torn tail, a cursor from before states were kept), written with the batch."""
+
+    items: list[tuple[list[LogRow], IndexCursor]] = field(default_factory=list)
+    marks: list[IndexCursor] = field(default_factory=list)
+
+
 def _session_rows(
     root: str,
     sid: str,
@@ -234,51 +262,66 @@ def _session_rows(
     *,
     seen: _Seen | None = None,
     damaged: list[str] | None = None,
-) -> list[tuple[list[LogRow], IndexCursor]]:
-    """New rows of every epoch of one session, in order, with each file's new cursor.
+) -> _Read | None:
+    """New rows of every epoch of one session, in order, with each file's new cursor
+    (None: no log changed, the common case, with nothing allocated for it).
 
     ``root`` is the sessions folder and ``sid`` a valid id; ``known``: how many of its
-    epochs the cursors cover (``_known_epochs``). Paths stay strings until a file has
-    something new: on an up-to-date home of 20,000 sessions, pathlib objects were half
-    the cost of a pass. ``allow``: fingerprints left unredacted. A malformed line is
-    read past and named in ``damaged`` (``file:line: problem``)."""
+    epochs the cursors cover (``_known_epochs``). A log whose stat is its cursor's state
+    is not opened; paths stay strings until a file has something new (on an up-to-date
+    home of 20,000 sessions, pathlib objects were half the cost of a pass). ``allow``:
+    fingerprints left unredacted. A malformed line is read past and named in ``damaged``
+    (``file:line: problem``). Raises ``_Rewritten`` when a log was not just appended to
+    (the module's doc)."""
     directory = f"{root}/{sid}"
     epochs = _epochs(directory, known)
     turn, tainted = 0, False
-    out: list[tuple[list[LogRow], IndexCursor]] = []
+    out: _Read | None = None
     for epoch in epochs:
         key = _log_key(sid, epoch)
         cursor = cursors.get(key)
         offset, lines = 0, 0
         if cursor is not None:
             offset, lines, turn, tainted = cursor.offset, cursor.lines, cursor.turn, cursor.tainted
+        name = f"{directory}/{epoch}.jsonl"
         try:
-            size = os.stat(f"{directory}/{epoch}.jsonl").st_size
+            st = os.stat(name)
         except FileNotFoundError:
             raise SessionError(f"{directory}: the log of epoch {epoch} is missing") from None
-        if size == offset:
-            continue  # the common case: nothing new, no Path, no open
-        path = Path(directory, f"{epoch}.jsonl")
-        data = _read_new(path, offset, size)
-        complete, end = files.split_complete(data)
+        size, mtime_ns, ino = st.st_size, st.st_mtime_ns, st.st_ino & _INO_MASK
+        if cursor is not None:
+            if (cursor.size, cursor.mtime_ns, cursor.ino) == (size, mtime_ns, ino):
+                continue  # the common case: as the last pass left it, unread
+            if size < offset or cursor.ino not in (None, ino) or cursor.size == size:
+                raise _Rewritten  # shorter, replaced, or changed at the same size
+        # The bytes before the offset come along: their checksum says the file grew
+        # rather than was rewritten, and the next cursor keeps theirs.
+        back = min(offset, TAIL_BYTES)
+        data = _read_from(Path(name), offset - back, size)
+        if cursor is not None and cursor.tail not in (None, zlib.crc32(data[:back])):
+            raise _Rewritten
+        complete, end = files.split_complete(data[back:])
+        moved = IndexCursor(
+            path=key,
+            offset=offset + end,
+            turn=turn,
+            tainted=tainted,
+            lines=lines + len(complete),
+            size=size,
+            mtime_ns=mtime_ns,
+            ino=ino,
+            tail=zlib.crc32(data[: back + end][-TAIL_BYTES:]),
+        )
+        out = out or _Read()
         if not complete:
+            out.marks.append(moved)  # a torn tail: read again once the file changes
             continue
+        path = Path(name)
         records, bad = files.decode_lenient(complete, first_line=lines + 1)
         if damaged is not None:
             damaged += [f"{path}:{line}: malformed record: {problem}" for line, problem in bad]
         rows, turn, tainted = _rows(sid, epoch, records, turn, tainted, allow=allow, seen=seen)
-        out.append(
-            (
-                rows,
-                IndexCursor(
-                    path=key,
-                    offset=offset + end,
-                    turn=turn,
-                    tainted=tainted,
-                    lines=lines + len(complete),
-                ),
-            )
-        )
+        out.items.append((rows, msgspec.structs.replace(moved, turn=turn, tainted=tainted)))
     return out
 
 
@@ -361,6 +404,47 @@ class _Batch:
         return _Batch()
 
 
+@dataclass
+class _OneSession:
+    """What a pass read of one session and makes of it."""
+
+    read: _Read
+    seen: _Seen
+    damaged: list[str]
+    units: list[summaries.Unit]
+    gone: list[str]
+    rewritten: bool
+
+
+def _one_session(
+    store: IndexStore,
+    root: str,
+    sid: str,
+    cursors: dict[str, IndexCursor],
+    *,
+    known: int,
+    allow: frozenset[str],
+) -> _OneSession | None:
+    """One session's new rows and summary units (None: no log changed); a session
+    whose logs were rewritten is dropped from the index and read whole (the module's
+    doc)."""
+    seen, bad = _Seen(), list[str]()
+    rewritten = False
+    try:
+        found = _session_rows(root, sid, cursors, known, allow, seen=seen, damaged=bad)
+    except _Rewritten:
+        seen, bad, cursors, known, rewritten = _Seen(), [], {}, 0, True
+        found = _session_rows(root, sid, cursors, known, allow, seen=seen, damaged=bad)
+        # Its rows and cursors go now, the rows just read with the batch (a crash
+        # between leaves no cursor: the next pass reads the session whole again).
+        store.forget_session_index(sid)
+    if found is None and not rewritten:
+        return None
+    read = found or _Read()
+    made, old = _units(store, sid, read.items, cursors=cursors, known=known, ended=seen.summaries)
+    return _OneSession(read, seen, bad, made, old, rewritten)
+
+
 def index_home(
     home: Path,
     store: IndexStore,
@@ -383,6 +467,7 @@ def index_home(
     sessions = files_read = rows = 0
     errors: list[tuple[str, str]] = []
     damaged: list[tuple[str, str]] = []
+    rewritten: list[str] = []
     root = os.fspath(home / SESSIONS_DIR)
     # _session_ids yields valid ids only; ids in ``only`` are checked here.
     listed = only is None
@@ -395,34 +480,29 @@ def index_home(
             meter.advance()
         try:
             checked = sid if listed else session_id(sid)
-            seen = _Seen()
-            bad: list[str] = []
-            items = _session_rows(
-                root, checked, cursors, known.get(checked, 0), allow, seen=seen, damaged=bad
-            )
-            made, old = _units(
-                store,
-                checked,
-                items,
-                cursors=cursors,
-                known=known.get(checked, 0),
-                ended=seen.summaries,
-            )
+            had = known.get(checked, 0)
+            one = _one_session(store, root, checked, cursors, known=had, allow=allow)
         except (TetherError, OSError) as exc:
             errors.append((sid, str(exc)))
             continue
-        damaged += [(sid, problem) for problem in bad]
-        state = seen.state(checked)
+        if one is None:
+            continue  # nothing changed: the common case
+        if one.rewritten:
+            rewritten.append(checked)
+        damaged += [(sid, problem) for problem in one.damaged]
+        state = one.seen.state(checked)
         if state is not None:
             batch.states.append(state)
-        batch.ended += seen.summaries
-        batch.units += made
-        batch.gone += old
+        batch.ended += one.seen.summaries
+        batch.units += one.units
+        batch.gone += one.gone
+        items = one.read.items
         added = sum(len(item_rows) for item_rows, _ in items)
         batch.rows += added
         rows += added
         files_read += len(items)
         batch.items += items
+        batch.items += [([], mark) for mark in one.read.marks]
         if batch.rows >= batch_rows:
             batch = batch.flush(store)
     batch.flush(store)
@@ -434,6 +514,7 @@ def index_home(
         rows=rows,
         errors=tuple(errors),
         damaged=tuple(damaged),
+        rewritten=tuple(rewritten),
     )
 
 

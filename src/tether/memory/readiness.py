@@ -20,12 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tether.errors import TetherError
+from tether.faults import pause_point
 from tether.memory.vectors import Vectors, embed_missing
 from tether.ports import Progress
 
 #: The most rows a recall embeds before it answers (64-70 rows/s on two cores: about
 #: 3 s, model load included); with more missing it answers lexically and says so.
 RECALL_EMBED_ROWS = 200
+#: Where a test holds a recall that is about to embed (``tether.faults``).
+PAUSE_RECALL_EMBED = "recall-before-embed"
 #: What a recall that may not be told counts (MCP's remote lane: the size of the
 #: owner's private memory is not its business) says instead.
 VAGUE = "recall is lexical: the memory is still being embedded for search by meaning"
@@ -86,6 +89,7 @@ def ready_for_recall(
             return Readiness(on=True, fused=True, total=counts.total)
         if missing > limit:
             return Readiness(on=True, fused=False, missing=missing, total=counts.total)
+        pause_point(PAUSE_RECALL_EMBED)
         try:
             embedded = embed_missing(vectors, limit=limit, progress=progress)
         except (TetherError, OSError) as exc:

@@ -72,6 +72,11 @@ class LogIndex(Protocol):
     def reset_index(self) -> None:
         """Drop every indexed row and cursor (a full re-index follows). Recalls survive."""
 
+    def forget_session_index(self, session: str) -> int:
+        """Drop one session's log rows, summary units and cursors, in one transaction
+        (its logs were rewritten: the pass reads them again from the start); how many
+        rows. Recalls survive."""
+
     def optimize_index(self) -> None:
         """Compact the index after a bulk load (a full re-index, a large import)."""
 

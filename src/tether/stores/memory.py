@@ -45,7 +45,7 @@ INDEX_LOCK = "index"
 Doc = tuple[str, str | None, int | None, int | None, str | None, int, str | None, int, str]
 #: The ``mirror`` row that stamps each mirrored kind.
 _MIRRORED = {"identity": "identity", "fact": "facts"}
-_CURSOR = ("path", '"offset"', "lines", "turn", "tainted")
+_CURSOR = ("path", '"offset"', "lines", "turn", "tainted", "size", "mtime_ns", "ino", "tail")
 _PAGE = "slug, title, body, tags, visibility, untrusted, updated_at"
 _JOURNAL = "id, time, who, session, action, target, before, after"
 _tags = msgspec.json.Decoder(tuple[str, ...])
@@ -63,10 +63,9 @@ def page_text(page: Page) -> str:
 
 
 def _cursor(row: Sequence[Any]) -> IndexCursor:
-    path, offset, lines, turn, tainted = row  # as ``_CURSOR`` names them
-    return IndexCursor(
-        path=path, offset=int(offset), turn=turn, tainted=bool(tainted), lines=int(lines)
-    )
+    # As ``_CURSOR`` names them; both drivers give ints (or None) for the integer columns.
+    path, offset, lines, turn, tainted, size, mtime_ns, ino, tail = row
+    return IndexCursor(path, offset, turn, bool(tainted), lines, size, mtime_ns, ino, tail)
 
 
 def _page(row: Sequence[Any]) -> Page:
@@ -147,13 +146,30 @@ class MemoryRepo(Repository):
             for rows, _ in batch
             for r in rows
         ]
-        cursors = [(c.path, c.offset, c.lines, c.turn, int(c.tainted)) for _, c in batch]
+        cursors = [
+            (c.path, c.offset, c.lines, c.turn, int(c.tainted), c.size, c.mtime_ns, c.ino, c.tail)
+            for _, c in batch
+        ]
 
         def work(db: Sql) -> None:
             self._add_docs(db, docs)
             db.many(upsert("index_cursor", _CURSOR, ("path",)), cursors)
 
         self._in_write("indexing session logs", work, guard=INDEX_LOCK, durable=False)
+
+    def forget_session_index(self, session: str) -> int:
+        prefix = f"{session}/"
+
+        def work(db: Sql) -> int:
+            n = self._drop_docs(db, "session = ? AND kind IN ('turn', 'summary')", (session,))
+            db.execute(
+                "DELETE FROM index_cursor WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+            )
+            return n
+
+        return self._in_write(
+            "dropping a session's index rows", work, guard=INDEX_LOCK, durable=False
+        )
 
     def put_summary_units(self, units: Sequence[Unit], gone: Sequence[str] = ()) -> None:
         if not units and not gone:

@@ -269,10 +269,17 @@ MIGRATIONS: tuple[str, ...] = (
     _VECTORS,
     # 4: document frequencies per word (``_TERM_DF``).
     _TERM_DF,
+    # 5: each log's state when it was indexed, so a pass with nothing new only stats.
+    """
+    ALTER TABLE index_cursor ADD COLUMN size BIGINT, ADD COLUMN mtime_ns BIGINT,
+        ADD COLUMN ino BIGINT, ADD COLUMN tail BIGINT;
+    """,
 )
 
 #: The version this tether knows.
 KNOWN = len(MIGRATIONS)
+#: The version the word counts' migration reaches (its script's place in MIGRATIONS).
+TERM_DF_VERSION = MIGRATIONS.index(_TERM_DF) + 1
 
 
 @dataclass(frozen=True)

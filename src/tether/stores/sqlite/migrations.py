@@ -268,6 +268,13 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE stat SET value = value + 1 WHERE name = 'vec_gone';
     END;
     """,
+    # 9: each log's state when it was indexed, so a pass with nothing new only stats.
+    """
+    ALTER TABLE index_cursor ADD COLUMN size INTEGER;
+    ALTER TABLE index_cursor ADD COLUMN mtime_ns INTEGER;
+    ALTER TABLE index_cursor ADD COLUMN ino INTEGER;
+    ALTER TABLE index_cursor ADD COLUMN tail INTEGER;
+    """,
 )
 
 

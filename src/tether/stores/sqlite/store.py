@@ -12,7 +12,9 @@ Layout (migrations 1 to 6):
   The text is stored once, the index holds only postings, and ``reset_index`` can
   rebuild it from what remains.
 - ``index_cursor``: per log file, the byte offset indexed so far and the session's turn
-  number and taint there, so an incremental pass resumes exactly.
+  number and taint there, so an incremental pass resumes exactly; and the file's state
+  at that pass (size, mtime, inode, a checksum of the bytes before the offset), so a
+  pass with nothing new stats each log instead of opening it.
 - ``note``, ``page``, ``journal``, ``recall_log``: the memory itself; never touched by
   ``reset_index``.
 - ``budget_spend``, ``budget_total``: the budget gate's spend ledger (``budget``),
