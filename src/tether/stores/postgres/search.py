@@ -23,7 +23,7 @@ import psycopg
 
 from tether.records import Found, Hit, SearchQuery
 from tether.stores.postgres import text
-from tether.stores.search import FOUND_COLUMNS, found_row, hit, positive
+from tether.stores.search import FOUND_COLUMNS, TextSearch, found_row, hit, positive
 
 K1 = 1.2
 B = 0.75
@@ -159,7 +159,6 @@ def search_terms(
     c: psycopg.Connection[Any],
     query: SearchQuery,
     k: int,
-    *,
     aside: float,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
@@ -173,7 +172,6 @@ def newest(
     c: psycopg.Connection[Any],
     query: SearchQuery,
     k: int,
-    *,
     within: int | None = None,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
@@ -216,3 +214,7 @@ def count_matches(
 
 #: How ``postgres.vectors`` reads found rows.
 _found = found_row
+
+
+#: The PostgreSQL store's searches (``PostgresStore.text_search``).
+TSV = TextSearch(search, search_terms, newest, count_matches)

@@ -22,9 +22,6 @@ from typing import Any, cast
 import psycopg
 
 from tether.records import (
-    Found,
-    Hit,
-    SearchQuery,
     TextCell,
 )
 from tether.stores import cells
@@ -34,6 +31,7 @@ from tether.stores.dialect import POSTGRES, Sql, T
 from tether.stores.memory import INDEX_LOCK, Doc, MemoryRepo
 from tether.stores.postgres import search, text
 from tether.stores.postgres.conn import PgPool, PgStore
+from tether.stores.search import Searches
 
 Conn = psycopg.Connection[Any]
 _ASIDE = frozenset({"assistant", "tool_call", "summary"})
@@ -81,9 +79,12 @@ def lock(c: Conn, schema: str, name: str) -> None:
     c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{schema}/{name}",))
 
 
-class PostgresStore(MemoryRepo, BudgetLedger, Days):
+class PostgresStore(MemoryRepo, Searches, BudgetLedger, Days):
     """``tether.ports.Store`` in one owner's schema of a PostgreSQL database. Safe to use
     from several threads (a pool of connections); close it when done."""
+
+    #: The searches' SQL (``postgres.search``, the tokens in ``postgres.text``).
+    text_search = search.TSV
 
     def __init__(
         self, url: str, owner: str, *, migrate: bool = True, pool: PgPool | None = None
@@ -166,41 +167,6 @@ class PostgresStore(MemoryRepo, BudgetLedger, Days):
         return made, False
 
     # -- identity and sweep facts, mirrored into the index -------------------------------
-
-    # -- search ------------------------------------------------------------------------
-
-    def search(self, query: SearchQuery, k: int) -> list[Hit]:
-        return cast("list[Hit]", self._r("searching", lambda c: search.search(c, query, k)))
-
-    def search_terms(
-        self, query: SearchQuery, k: int, *, aside: float, only: Sequence[str] | None = None
-    ) -> list[Found]:
-        return cast(
-            "list[Found]",
-            self._r(
-                "searching",
-                lambda c: search.search_terms(c, query, k, aside=aside, only=only),
-            ),
-        )
-
-    def newest(
-        self,
-        query: SearchQuery,
-        k: int,
-        *,
-        within: int | None = None,
-        only: Sequence[str] | None = None,
-    ) -> list[Found]:
-        return cast(
-            "list[Found]",
-            self._r("searching", lambda c: search.newest(c, query, k, within=within, only=only)),
-        )
-
-    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
-        return cast(
-            "list[int]",
-            self._r("counting matches", lambda c: search.count_matches(c, queries, cap)),
-        )
 
     # -- journal and recalls -----------------------------------------------------------
 

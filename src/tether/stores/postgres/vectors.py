@@ -26,29 +26,29 @@ test server has no pgvector: that path's detection is tested, its search is not.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 import psycopg
 from psycopg import sql
 
 from tether.errors import StoreError
-from tether.records import Found, VecSource, VectorCounts
+from tether.records import Found
+from tether.stores.dialect import POSTGRES, Sql, T
 from tether.stores.postgres import schema, search
 from tether.stores.postgres.conn import PgStore
+from tether.stores.search import positive
 from tether.stores.sqlite.vectors import DTYPE
 from tether.stores.table_matrix import TableMatrix
 from tether.stores.vector_graph import GRAPH_FROM
 from tether.stores.vector_matrix import VectorMatrix, encode
+from tether.stores.vector_rows import Batch, Texts, VectorRows, by_score
 
 if TYPE_CHECKING:
     from tether.ports import Matrix, Progress
 
 Conn = psycopg.Connection[Any]
-#: Rows that never get a vector: tool calls are argument JSON, not something said.
-_TAKES_VECTOR = "(d.field IS NULL OR d.field != 'tool_call') AND d.text != ''"
 #: Vector rows read per query when loading the matrix.
 _LOAD_BATCH = 20_000
 #: The migration level that has the vector tables.
@@ -121,8 +121,9 @@ def vector_text(vec: Any) -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
 
 
-class PostgresVectors:
-    """``VectorIndex`` in one owner's schema (after ``PostgresStore`` migrated it)."""
+class PostgresVectors(VectorRows):
+    """``VectorIndex`` in one owner's schema (after ``PostgresStore`` migrated it; what
+    both backends share is ``vector_rows``)."""
 
     def __init__(self, url: str, owner: str, *, graph_from: int = GRAPH_FROM) -> None:
         self.pg = PgStore(url, owner, migrate=False, max_size=2)
@@ -161,46 +162,13 @@ class PostgresVectors:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- what needs a vector ---------------------------------------------------------
-
-    def vector_counts(self, model: str) -> VectorCounts:
-        def work(c: Conn) -> VectorCounts:
-            total = _one(c, f"SELECT count(*) FROM doc AS d WHERE {_TAKES_VECTOR}", ())
-            mid = _model(c, model)
-            done = 0
-            if mid is not None:
-                done = _one(
-                    c, "SELECT count(DISTINCT doc) FROM doc_vec WHERE model = %s", (mid[0],)
-                )
-            return VectorCounts(done=done, total=total)
-
-        result: VectorCounts = self.pg.run("counting vectors", work, write=False)
+    def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
+        result: T = self.pg.run(doing, lambda c: work(Sql(c, POSTGRES)), write=False)
         return result
 
-    def missing_vectors(self, model: str, limit: int, *, after: int = 0) -> list[VecSource]:
-        def work(c: Conn) -> list[VecSource]:
-            mid = _model(c, model)
-            rows = c.execute(
-                f"SELECT d.id, d.text, d.field FROM doc AS d WHERE d.id > %s AND {_TAKES_VECTOR}"
-                " AND NOT EXISTS (SELECT 1 FROM doc_vec AS v WHERE v.doc = d.id AND v.model = %s)"
-                " ORDER BY d.id LIMIT %s",
-                (after, -1 if mid is None else mid[0], limit),
-            ).fetchall()
-            return [VecSource(doc=int(r[0]), text=str(r[1]), field=r[2]) for r in rows]
+    # -- storing vectors ---------------------------------------------------------------
 
-        result: list[VecSource] = self.pg.run("finding rows without vectors", work, write=False)
-        return result
-
-    def put_vectors(
-        self,
-        model: str,
-        rows: Sequence[tuple[int, Matrix]],
-        *,
-        texts: Mapping[int, str] | None = None,
-    ) -> None:
-        if not rows:
-            return
-        dim = int(rows[0][1].shape[1])
+    def _put(self, model: str, dim: int, rows: Batch, texts: Texts) -> None:
         docs = [doc for doc, _ in rows]
 
         def work(c: Conn) -> None:
@@ -255,18 +223,14 @@ class PostgresVectors:
     def nearest(
         self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
     ) -> list[Found]:
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        positive(k)
         best = self.pg.run(
             "searching vectors", lambda c: self._best(c, model, query, k, only), write=False
         )
         found = self.pg.run(
             "reading rows found by vector", lambda c: _rows_of(c, list(best)), write=False
         )
-        return [
-            msgspec.structs.replace(found[d], score=best[d])
-            for d in sorted(found, key=lambda d: -best[d])
-        ]
+        return by_score(found, best)
 
     def _best(
         self, c: Conn, model: str, query: Matrix, k: int, only: Sequence[str] | None

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.records import Found, Hit, SearchQuery
-from tether.stores.search import FOUND_COLUMNS, found_row, located, positive
+from tether.stores.search import FOUND_COLUMNS, TextSearch, found_row, hit, positive
 from tether.stores.sqlite import fts as sqlite_fts
 
-_HIT_COLUMNS = "d.kind, d.session, d.turn, d.text, d.tainted, d.ref"
 # One term's share of a row's score: its bm25 over the owner's words (``body``) plus
 # ``aside`` times its bm25 over the rest (``aside``), times the term's multiplier. A row
 # has text in one column only, so this weighs the row's whole share by its field.
@@ -50,20 +49,19 @@ def search(c: sqlite3.Connection, query: SearchQuery, k: int) -> list[Hit]:
     # bm25() ordered by SQLite's sorter measured ~20% faster than FTS5's own ORDER BY
     # rank on this workload.
     rows = c.execute(
-        f"SELECT {_HIT_COLUMNS}, f.score"
+        f"SELECT {FOUND_COLUMNS}, f.score"
         " FROM (SELECT rowid, bm25(doc_fts) AS score FROM doc_fts"
         "       WHERE doc_fts MATCH ? ORDER BY score LIMIT ?) AS f"
         " JOIN doc AS d ON d.id = f.rowid ORDER BY f.score, d.id",
         (match, k),
     ).fetchall()
-    return [_hit(r) for r in rows]
+    return [hit(_found(r)) for r in rows]
 
 
 def search_terms(
     c: sqlite3.Connection,
     query: SearchQuery,
     k: int,
-    *,
     aside: float,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
@@ -107,7 +105,6 @@ def newest(
     c: sqlite3.Connection,
     query: SearchQuery,
     k: int,
-    *,
     within: int | None = None,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
@@ -162,20 +159,10 @@ def unindex(c: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
     return len(old)
 
 
-def _hit(row: Sequence[Any]) -> Hit:
-    kind, session, turn, text, tainted, ref, score = row
-    kind, session, turn, ref = located(kind, session, turn, ref)
-    return Hit(
-        kind=kind,
-        session=session,
-        turn=turn,
-        text=text,
-        tag="memory-tainted" if tainted else "memory",
-        score=-float(score),
-        ref=ref,
-    )
-
-
 def _found(row: Sequence[Any]) -> Found:
     """A found row with FTS5's bm25 negated (what ``sqlite.vectors`` reads rows with)."""
     return found_row(row, -1.0)
+
+
+#: The SQLite store's searches (``SqliteStore.text_search``).
+FTS = TextSearch(search, search_terms, newest, count_matches)
