@@ -19,9 +19,9 @@ from tether.stores.dialect import Repository, Sql, from_micros, micros
 FOUND_COLUMNS = "d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time, d.text"
 
 
-def positive(k: int) -> None:
-    if k < 1:
-        raise ValueError("k must be at least 1")
+def positive(limit: int) -> None:
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
 
 
 def located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any, Any]:
@@ -71,14 +71,14 @@ def hit(found: Found) -> Hit:
     )
 
 
-def between(db: Sql, start: datetime, end: datetime, k: int) -> list[Found]:
-    """The first ``k`` log rows (user and assistant) written in ``[start, end)``."""
-    positive(k)
+def between(db: Sql, start: datetime, end: datetime, limit: int) -> list[Found]:
+    """The first ``limit`` log rows (user and assistant) written in ``[start, end)``."""
+    positive(limit)
     rows = db.all(
         f"SELECT {FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE d.kind = 'turn'"
         " AND d.field IN ('user', 'assistant') AND d.time >= ? AND d.time < ?"
         " ORDER BY d.time, d.id LIMIT ?",
-        (micros(start), micros(end), k),
+        (micros(start), micros(end), limit),
     )
     return [found_row(r) for r in rows]
 
@@ -102,26 +102,26 @@ class Searches(Repository):
 
     text_search: ClassVar[TextSearch]
 
-    def search(self, query: SearchQuery, k: int) -> list[Hit]:
-        return self._in_read("searching", lambda db: self.text_search.search(db.c, query, k))
+    def search(self, query: SearchQuery, limit: int) -> list[Hit]:
+        return self._in_read("searching", lambda db: self.text_search.search(db.c, query, limit))
 
     def search_terms(
-        self, query: SearchQuery, k: int, *, aside: float, only: Sequence[str] | None = None
+        self, query: SearchQuery, limit: int, *, aside: float, only: Sequence[str] | None = None
     ) -> list[Found]:
         return self._in_read(
-            "searching", lambda db: self.text_search.search_terms(db.c, query, k, aside, only)
+            "searching", lambda db: self.text_search.search_terms(db.c, query, limit, aside, only)
         )
 
     def newest(
         self,
         query: SearchQuery,
-        k: int,
+        limit: int,
         *,
         within: int | None = None,
         only: Sequence[str] | None = None,
     ) -> list[Found]:
         return self._in_read(
-            "searching", lambda db: self.text_search.newest(db.c, query, k, within, only)
+            "searching", lambda db: self.text_search.newest(db.c, query, limit, within, only)
         )
 
     def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:

@@ -59,24 +59,26 @@ VECTORS_LOCK = "vectors"
 _ANN_WIDTH = 3
 
 
-def pgvector_schema(c: Conn, *, create: bool = True) -> str | None:
+def pgvector_schema(conn: Conn, *, create: bool = True) -> str | None:
     """The schema of the database's ``vector`` extension, or None (not on this server, or
     not creatable by this role). With ``create``, an available one is created."""
-    row = c.execute(
+    row = conn.execute(
         "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
         " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
     ).fetchone()
     if row is not None:
         return str(row[0])
-    available = c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    available = conn.execute(
+        "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+    ).fetchone()
     if available is None or not create:
         return None
     try:
-        with c.transaction():
-            c.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
     except psycopg.Error:  # no privilege: the portable layout serves
         return None
-    return pgvector_schema(c, create=False)
+    return pgvector_schema(conn, create=False)
 
 
 def ann_ddl(ext: str) -> sql.Composed:
@@ -143,14 +145,14 @@ class PostgresVectors(VectorRows):
         # server has no file beside the store: rebuilt after a restart).
         self._memory = TableMatrix(graph_from=graph_from)
 
-    def _find_ann(self, c: Conn) -> str | None:
-        ext = pgvector_schema(c)
+    def _find_ann(self, conn: Conn) -> str | None:
+        ext = pgvector_schema(conn)
         if ext is not None:  # under the migrations' lock: two opening at once take turns
-            c.execute(
+            conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 (f"tether:{self.pg.schema}",),
             )
-            c.execute(ann_ddl(ext))
+            conn.execute(ann_ddl(ext))
         return ext
 
     def close(self) -> None:
@@ -163,7 +165,7 @@ class PostgresVectors(VectorRows):
         self.close()
 
     def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
-        result: T = self.pg.run(doing, lambda c: work(Sql(c, POSTGRES)), write=False)
+        result: T = self.pg.run(doing, lambda conn: work(Sql(conn, POSTGRES)), write=False)
         return result
 
     # -- storing vectors ---------------------------------------------------------------
@@ -171,127 +173,129 @@ class PostgresVectors(VectorRows):
     def _put(self, model: str, dim: int, rows: Batch, texts: Texts) -> None:
         docs = [doc for doc, _ in rows]
 
-        def work(c: Conn) -> None:
-            mid, ann = self._model_for_write(c, model, dim)
+        def work(conn: Conn) -> None:
+            mid, ann = self._model_for_write(conn, model, dim)
             # The rows still there, held against a delete or rewrite until this commits
             # (whose trigger then drops these vectors).
             alive = {
                 int(r[0])
-                for r in c.execute(
+                for r in conn.execute(
                     "SELECT id, text FROM doc WHERE id = ANY(%s) ORDER BY id FOR SHARE", (docs,)
                 )
                 if texts is None or texts.get(int(r[0])) == r[1]
             }
             # A row's earlier vectors (another model's, or a lost race with another
             # indexer) are replaced whole; a same-model one gone counts as gone.
-            replaced = c.execute(
+            replaced = conn.execute(
                 "DELETE FROM doc_vec WHERE doc = ANY(%s) RETURNING model", (docs,)
             ).fetchall()
             if any(int(r[0]) == mid for r in replaced):
-                c.execute("UPDATE stat SET value = value + 1 WHERE name = 'vec_gone'")
+                conn.execute("UPDATE stat SET value = value + 1 WHERE name = 'vec_gone'")
             kept = [(d, v) for d, v in rows if d in alive]
-            with c.cursor().copy(
+            with conn.cursor().copy(
                 "COPY doc_vec (doc, part, model, dtype, scale, vec) FROM STDIN"
             ) as copy:
                 for doc, vectors in kept:
                     for part, vec in enumerate(vectors):
                         copy.write_row((doc, part, mid, DTYPE, *encode(vec, DTYPE)))
             if ann:
-                with c.cursor().copy("COPY vec_ann (doc, part, model, vec) FROM STDIN") as copy:
+                with conn.cursor().copy("COPY vec_ann (doc, part, model, vec) FROM STDIN") as copy:
                     for doc, vectors in kept:
                         for part, vec in enumerate(vectors):
                             copy.write_row((doc, part, mid, vector_text(vec)))
 
         self.pg.run("storing vectors", work, hold=f"{self.pg.schema}/{VECTORS_LOCK}")
 
-    def _model_for_write(self, c: Conn, model: str, dim: int) -> tuple[int, bool]:
-        found = _model(c, model)
+    def _model_for_write(self, conn: Conn, model: str, dim: int) -> tuple[int, bool]:
+        found = _model(conn, model)
         if found is not None:
             return found[0], found[1] and self.ann is not None
-        row = c.execute(
+        row = conn.execute(
             "INSERT INTO vec_model (name, dim, ann) VALUES (%s, %s, %s) RETURNING id",
             (model, dim, self.ann is not None),
         ).fetchone()
         assert row is not None
         mid = int(row[0])
         if self.ann is not None:
-            c.execute(ann_index_ddl(self.ann, mid, dim))
+            conn.execute(ann_index_ddl(self.ann, mid, dim))
         return mid, self.ann is not None
 
     # -- search ------------------------------------------------------------------------
 
     def nearest(
-        self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
+        self, model: str, query: Matrix, limit: int, *, only: Sequence[str] | None = None
     ) -> list[Found]:
-        positive(k)
+        positive(limit)
         best = self.pg.run(
-            "searching vectors", lambda c: self._best(c, model, query, k, only), write=False
+            "searching vectors",
+            lambda conn: self._best(conn, model, query, limit, only),
+            write=False,
         )
         found = self.pg.run(
-            "reading rows found by vector", lambda c: _rows_of(c, list(best)), write=False
+            "reading rows found by vector", lambda conn: _rows_of(conn, list(best)), write=False
         )
         return by_score(found, best)
 
     def _best(
-        self, c: Conn, model: str, query: Matrix, k: int, only: Sequence[str] | None
+        self, conn: Conn, model: str, query: Matrix, limit: int, only: Sequence[str] | None
     ) -> dict[int, float]:
-        mid = _model(c, model)
+        mid = _model(conn, model)
         if mid is None:
             return {}
         if mid[1] and self.ann is not None:
-            return self._best_ann(c, mid[0], query, k, only)
+            return self._best_ann(conn, mid[0], query, limit, only)
         among = None
         if only is not None:
             among = [
                 int(r[0])
-                for r in c.execute("SELECT id FROM doc WHERE ref = ANY(%s)", (list(only),))
+                for r in conn.execute("SELECT id FROM doc WHERE ref = ANY(%s)", (list(only),))
             ]
         with self._cache:
-            matrix = self._refresh(c, model, mid[0])
-            return dict(matrix.nearest(query, k, docs=among))
+            matrix = self._refresh(conn, model, mid[0])
+            return dict(matrix.nearest(query, limit, docs=among))
 
     def maintain(self, model: str, *, progress: Progress | None = None) -> int:
-        mid = self.pg.run("reading the vector model", lambda c: _model(c, model), write=False)
+        mid = self.pg.run("reading the vector model", lambda conn: _model(conn, model), write=False)
         if mid is None or (mid[1] and self.ann is not None):
             return 0  # pgvector's own index serves this model
         return self._memory.maintain(
             self._cache,
             lambda: self.pg.run(
-                "loading vectors", lambda c: self._refresh(c, model, mid[0]), write=False
+                "loading vectors", lambda conn: self._refresh(conn, model, mid[0]), write=False
             ),
             progress=progress,
         )
 
     def _best_ann(
-        self, c: Conn, mid: int, query: Matrix, k: int, only: Sequence[str] | None
+        self, conn: Conn, mid: int, query: Matrix, limit: int, only: Sequence[str] | None
     ) -> dict[int, float]:
         assert self.ann is not None
         q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
-        dim = _one(c, "SELECT dim FROM vec_model WHERE id = %s", (mid,))
+        dim = _one(conn, "SELECT dim FROM vec_model WHERE id = %s", (mid,))
         params: list[object] = [q, mid, *([list(only)] if only is not None else []), q]
-        rows = c.execute(
-            ann_query(self.ann, dim, only=only is not None), [*params, k * _ANN_WIDTH]
+        rows = conn.execute(
+            ann_query(self.ann, dim, only=only is not None), [*params, limit * _ANN_WIDTH]
         ).fetchall()
         best: dict[int, float] = {}
         for doc, cos in rows:
             best.setdefault(int(doc), float(cos))
-        return dict(list(best.items())[:k])
+        return dict(list(best.items())[:limit])
 
-    def _refresh(self, c: Conn, model: str, mid: int) -> VectorMatrix:
+    def _refresh(self, conn: Conn, model: str, mid: int) -> VectorMatrix:
         """The in-memory matrix in step with the table (under ``_cache``, in the search's
         snapshot; see ``table_matrix.TableMatrix``)."""
         return self._memory.sync(
             model,
-            _one(c, "SELECT value FROM stat WHERE name = 'vec_gone'", ()),
+            _one(conn, "SELECT value FROM stat WHERE name = 'vec_gone'", ()),
             live_ids=lambda last: (
                 r[0]
-                for r in c.execute(
+                for r in conn.execute(
                     "SELECT id FROM doc_vec WHERE model = %s AND id <= %s", (mid, last)
                 )
             ),
             added=lambda last: [
                 (r[0], r[1], r[2], r[3], bytes(r[4]))
-                for r in c.execute(
+                for r in conn.execute(
                     # By id (the primary key), the model filtered, not through (model, doc).
                     "SELECT id, doc, dtype, scale, vec FROM doc_vec"
                     " WHERE id > %s AND model + 0 = %s ORDER BY id LIMIT %s",
@@ -301,21 +305,21 @@ class PostgresVectors(VectorRows):
         )
 
 
-def _one(c: Conn, query: str, params: Sequence[object]) -> int:
-    row = c.execute(query.encode(), params).fetchone()
+def _one(conn: Conn, query: str, params: Sequence[object]) -> int:
+    row = conn.execute(query.encode(), params).fetchone()
     return 0 if row is None else int(row[0])
 
 
-def _model(c: Conn, model: str) -> tuple[int, bool] | None:
+def _model(conn: Conn, model: str) -> tuple[int, bool] | None:
     """The model's id and whether its vectors all have pgvector copies."""
-    row = c.execute("SELECT id, ann FROM vec_model WHERE name = %s", (model,)).fetchone()
+    row = conn.execute("SELECT id, ann FROM vec_model WHERE name = %s", (model,)).fetchone()
     return None if row is None else (int(row[0]), bool(row[1]))
 
 
-def _rows_of(c: Conn, docs: Sequence[int]) -> dict[int, Found]:
+def _rows_of(conn: Conn, docs: Sequence[int]) -> dict[int, Found]:
     if not docs:
         return {}
-    rows = c.execute(
+    rows = conn.execute(
         "SELECT d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time,"
         " d.text, 0.0 FROM doc AS d WHERE d.id = ANY(%s)",
         (list(docs),),

@@ -123,8 +123,8 @@ class SqliteStore(MemoryRepo, Searches, BudgetLedger, Days, SqliteFile):
             self.path,
             lambda: self._write("migrating the schema"),
             MIGRATIONS,
-            version=lambda c: int(c.execute("PRAGMA user_version").fetchone()[0]),
-            set_version=lambda c, n: c.execute(f"PRAGMA user_version = {n}"),
+            version=lambda conn: int(conn.execute("PRAGMA user_version").fetchone()[0]),
+            set_version=lambda conn, version: conn.execute(f"PRAGMA user_version = {version}"),
             after=AFTER,
         )
 
@@ -195,9 +195,9 @@ class SqliteStore(MemoryRepo, Searches, BudgetLedger, Days, SqliteFile):
         return made, self._truncate_wal()
 
 
-def _count_docs(c: sqlite3.Connection, delta: int) -> None:
+def _count_docs(conn: sqlite3.Connection, delta: int) -> None:
     if delta:
-        c.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
+        conn.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
 
 
 def _reindex(db: Sql, cell: TextCell, text: str) -> bool:

@@ -138,13 +138,13 @@ class SqliteVectors(VectorRows, SqliteFile):
     # -- search ------------------------------------------------------------------------
 
     def nearest(
-        self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
+        self, model: str, query: Matrix, limit: int, *, only: Sequence[str] | None = None
     ) -> list[Found]:
-        positive(k)
+        positive(limit)
         with self._cache:
             matrix = self._refresh(model)
             docs = None if only is None else self._refs(only)
-            best = dict(matrix.nearest(query, k, docs=docs))
+            best = dict(matrix.nearest(query, limit, docs=docs))
         return by_score(self._rows_of(list(best)), best)
 
     def maintain(self, model: str, *, progress: Progress | None = None) -> int:
@@ -203,11 +203,13 @@ def _json_list(items: Sequence[object]) -> str:
     return json.dumps(list(items))
 
 
-def _alive(c: sqlite3.Connection, docs: Sequence[int], texts: Mapping[int, str] | None) -> set[int]:
+def _alive(
+    conn: sqlite3.Connection, docs: Sequence[int], texts: Mapping[int, str] | None
+) -> set[int]:
     """The doc ids still indexed (and, given ``texts``, still holding that text)."""
     return {
         int(r[0])
-        for r in c.execute(
+        for r in conn.execute(
             "SELECT id, text FROM doc WHERE id IN (SELECT value FROM json_each(?))",
             (_json_list(docs),),
         )
