@@ -385,7 +385,7 @@ def recall(
         turns = _with_standing(store, text, turns, limit, time if until is None else until)
     hits = [_spanned(store, _hit(t)) for t in turns[:limit]]
     if in_time_order:
-        hits = timeline.chronological(hits, lambda h: h.time, lambda hit: hit.ref)
+        hits = timeline.chronological(hits, lambda hit: hit.time, lambda hit: hit.ref)
     with _best_effort("counting the recall"):
         store.record_recalls([h.ref for h in hits], time)
     return hits
