@@ -1,8 +1,9 @@
 """What both backends' ``VectorIndex`` (``sqlite.vectors``, ``postgres.vectors``) do alike,
 written once over the dialect: counting the rows that take a vector and those that have
-one, finding the rows without, the checks before a write and a search, and the found rows
-in score order. Storing the vectors (SQLite's ``executemany``; PostgreSQL's COPY under an
-advisory lock, with pgvector's copies) and the nearest search itself are each backend's."""
+one, finding the rows without, the checks before a write and a search, reading the rows
+found and putting them in score order. Storing the vectors (SQLite's ``executemany``;
+PostgreSQL's COPY under an advisory lock, with pgvector's copies) and the nearest search
+itself are each backend's."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import msgspec
 
 from tether.records import Found, VecSource, VectorCounts
 from tether.stores.dialect import Sql, T
+from tether.stores.search import FOUND_COLUMNS, found_row
 
 if TYPE_CHECKING:
     from tether.ports import Matrix
@@ -46,6 +48,10 @@ class VectorRows:
     def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
         raise NotImplementedError
 
+    def _among(self, docs: Sequence[int]) -> tuple[str, Sequence[object]]:
+        """SQL over ``d.id`` choosing the rows ``docs`` (never empty), and its parameters."""
+        raise NotImplementedError
+
     def _put(self, model: str, dim: int, rows: Batch, texts: Texts) -> None:
         """Store ``rows`` (none empty; every vector ``dim`` wide) for the rows still there
         (and, given ``texts``, still holding that text)."""
@@ -62,6 +68,17 @@ class VectorRows:
     def put_vectors(self, model: str, rows: Batch, *, texts: Texts = None) -> None:
         if rows:
             self._put(model, int(rows[0][1].shape[1]), rows, texts)
+
+    def _rows_of(self, docs: Sequence[int]) -> dict[int, Found]:
+        """The index rows ``docs`` (unscored), by doc id."""
+        if not docs:
+            return {}
+        among, params = self._among(docs)
+        rows = self._in_read(
+            "reading rows found by vector",
+            lambda db: db.all(f"SELECT {FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE {among}", params),
+        )
+        return {int(row[0]): found_row(row) for row in rows}
 
 
 def _counts(db: Sql, model: str) -> VectorCounts:

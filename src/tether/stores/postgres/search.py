@@ -214,9 +214,5 @@ def count_matches(
     return out
 
 
-#: How ``postgres.vectors`` reads found rows.
-_found = found_row
-
-
 #: The PostgreSQL store's searches (``PostgresStore.text_search``).
 TSV = TextSearch(search, search_terms, newest, count_matches)

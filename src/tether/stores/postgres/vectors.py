@@ -36,7 +36,7 @@ from psycopg import sql
 from tether.errors import StoreError
 from tether.records import Found
 from tether.stores.dialect import POSTGRES, Sql, T
-from tether.stores.postgres import schema, search
+from tether.stores.postgres import schema
 from tether.stores.postgres.conn import PgStore
 from tether.stores.search import positive
 from tether.stores.sqlite.vectors import DTYPE
@@ -231,10 +231,7 @@ class PostgresVectors(VectorRows):
             lambda conn: self._best(conn, model, query, limit, only),
             write=False,
         )
-        found = self.pg.run(
-            "reading rows found by vector", lambda conn: _rows_of(conn, list(best)), write=False
-        )
-        return by_score(found, best)
+        return by_score(self._rows_of(list(best)), best)
 
     def _best(
         self, conn: Conn, model: str, query: Matrix, limit: int, only: Sequence[str] | None
@@ -281,6 +278,9 @@ class PostgresVectors(VectorRows):
             best.setdefault(int(doc), float(cos))
         return dict(list(best.items())[:limit])
 
+    def _among(self, docs: Sequence[int]) -> tuple[str, Sequence[object]]:
+        return "d.id = ANY(?)", (list(docs),)
+
     def _refresh(self, conn: Conn, model: str, mid: int) -> VectorMatrix:
         """The in-memory matrix in step with the table (under ``_cache``, in the search's
         snapshot; see ``table_matrix.TableMatrix``)."""
@@ -314,14 +314,3 @@ def _model(conn: Conn, model: str) -> tuple[int, bool] | None:
     """The model's id and whether its vectors all have pgvector copies."""
     row = conn.execute("SELECT id, ann FROM vec_model WHERE name = %s", (model,)).fetchone()
     return None if row is None else (int(row[0]), bool(row[1]))
-
-
-def _rows_of(conn: Conn, docs: Sequence[int]) -> dict[int, Found]:
-    if not docs:
-        return {}
-    rows = conn.execute(
-        "SELECT d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time,"
-        " d.text, 0.0 FROM doc AS d WHERE d.id = ANY(%s)",
-        (list(docs),),
-    ).fetchall()
-    return {int(r[0]): search._found(r) for r in rows}

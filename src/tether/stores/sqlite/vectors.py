@@ -37,7 +37,6 @@ from tether.errors import StoreError
 from tether.records import Found
 from tether.stores.dialect import SQLITE, Sql, T
 from tether.stores.search import positive
-from tether.stores.sqlite import search as fts
 from tether.stores.sqlite.file import SqliteFile, begun
 from tether.stores.sqlite.migrations import MIGRATIONS
 from tether.stores.table_matrix import TableMatrix
@@ -160,16 +159,8 @@ class SqliteVectors(VectorRows, SqliteFile):
                 )
             ]
 
-    def _rows_of(self, docs: Sequence[int]) -> dict[int, Found]:
-        if not docs:
-            return {}
-        with self._read("reading rows found by vector") as c:
-            rows = c.execute(
-                "SELECT d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time,"
-                " d.text, 0.0 FROM doc AS d WHERE d.id IN (SELECT value FROM json_each(?))",
-                (_json_list(docs),),
-            ).fetchall()
-        return {int(r[0]): fts._found(r) for r in rows}
+    def _among(self, docs: Sequence[int]) -> tuple[str, Sequence[object]]:
+        return "d.id IN (SELECT value FROM json_each(?))", (_json_list(docs),)
 
     def _refresh(self, model: str) -> VectorMatrix:
         """The in-memory matrix in step with the table (under ``_cache``; see
