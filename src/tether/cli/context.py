@@ -178,7 +178,7 @@ redact_option = click.option(
 
 
 def counted(count: int, one: str, many: str | None = None) -> str:
-    """``n`` with the noun agreeing: "1 entry", "2 entries" (``many`` defaults to one + s)."""
+    """``count`` with the noun agreeing: "1 entry", "2 entries" (``many`` defaults to one + s)."""
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 

@@ -155,7 +155,7 @@ def _hits(
     size = len(data)
 
     def take(match: re.Match[bytes], rule: Rule) -> int:
-        """Record the hit of ``m``; return where the search goes on."""
+        """Record the hit of ``match``; return where the search goes on."""
         nonlocal allowed
         for g in rule.groups:
             start, end = match.span(g)
