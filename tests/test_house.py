@@ -438,6 +438,39 @@ def thin_commands(rel: str, source: str) -> list[Broken]:
     return broken
 
 
+#: The one-letter parameters whose name is not ours to choose, each with the name that
+#: binds it: (file, function, parameter).
+NAMED_OUTSIDE = {
+    ("cli/commands_recall.py", "recall_cmd", "k"): "click binds it to the option -k",
+    ("mcp/server.py", "recall", "k"): "the MCP tool's argument k, in its published schema",
+}
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> list[ast.arg]:
+    args = node.args
+    rest = [a for a in (args.vararg, args.kwarg) if a is not None]
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs, *rest]
+
+
+def named_parameters(rel: str, source: str) -> list[Broken]:
+    """A function's (or a lambda's) parameter named by one letter: a name says what it
+    holds (``conn``, ``setting``, ``limit``), read where the parameter is used, far from
+    its annotation. ``_`` (unused) is allowed, and ``NAMED_OUTSIDE``."""
+    broken = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            name = getattr(node, "name", "<lambda>")
+            for arg in _parameters(node):
+                if (
+                    len(arg.arg) == 1
+                    and arg.arg != "_"
+                    and (rel, name, arg.arg) not in NAMED_OUTSIDE
+                ):
+                    rule = f"parameter {arg.arg!r} of {name}: name what it holds"
+                    broken.append(Broken(rel, arg.lineno, rule))
+    return broken
+
+
 CHECKS = (
     layering,
     purity,
@@ -449,6 +482,7 @@ CHECKS = (
     command_apart,
     thin_commands,
     wall_clock,
+    named_parameters,
 )
 
 
@@ -549,6 +583,12 @@ BACK_DOORS = [
     ),
     # doctor's checks reaching the command line
     (layering, "doctor/checks.py", "from tether.cli.context import Context\n", 1),
+    # one-letter parameters (245 in src/tether once): a connection, a setting, a sort key's item
+    (named_parameters, "stores/sqlite/file.py", "def tables(c):\n    return c\n", 1),
+    (named_parameters, "ui/views.py", "def overview(\n    _r,\n    s: UiServices,\n): ...\n", 3),
+    (named_parameters, "core/recall/ranking.py", "out.sort(key=lambda s: -s.score)\n", 1),
+    (named_parameters, "llm/gguf.py", "async def read(*, n: int = 1): ...\n", 1),
+    (named_parameters, "mcp/service.py", "def recall(query, k): ...\n", 1),
 ]
 
 
@@ -590,6 +630,9 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert (
         thin_commands("sweep/status.py", "with store.transaction(write=False):\n    pass\n") == []
     )
+    assert named_parameters("stores/sqlite/file.py", "def tables(conn, _):\n    i = 0\n") == []
+    assert named_parameters("mcp/server.py", "async def recall(ctx, query, k=8): ...\n") == []
+    assert named_parameters("core/x.py", "squares = [x * x for x in range(3)]\n") == []
 
 
 # -- the architecture page lists every module --------------------------------------------

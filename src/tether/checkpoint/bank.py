@@ -173,39 +173,39 @@ def _trust(untrusted: bool) -> str:
     return "untrusted" if untrusted else "trusted"
 
 
-def _block(r: LogRecord, ts: str) -> str | None:
+def _block(record: LogRecord, ts: str) -> str | None:
     """One record's block (not yet indented), or None for bookkeeping records."""
-    kind = type(r)
+    kind = type(record)
     if kind is User:
-        assert isinstance(r, User)
-        who = f" ({r.speaker})" if r.speaker else ""
-        return f"[{ts}] USER{who}: {strip_private(r.text)}"
+        assert isinstance(record, User)
+        who = f" ({record.speaker})" if record.speaker else ""
+        return f"[{ts}] USER{who}: {strip_private(record.text)}"
     if kind is Assistant:
-        assert isinstance(r, Assistant)
-        return f"[{ts}] ASSISTANT: {strip_private(r.text)}"
+        assert isinstance(record, Assistant)
+        return f"[{ts}] ASSISTANT: {strip_private(record.text)}"
     if kind is ToolCall:
-        assert isinstance(r, ToolCall)
-        args = msgspec.json.encode(r.args, order="sorted").decode()
-        return f"[{ts}] TOOL CALL {r.name}({args}) id={r.id}"
+        assert isinstance(record, ToolCall)
+        args = msgspec.json.encode(record.args, order="sorted").decode()
+        return f"[{ts}] TOOL CALL {record.name}({args}) id={record.id}"
     if kind is ToolResult:
-        assert isinstance(r, ToolResult)
-        trust = _trust(r.untrusted)
-        content = strip_private(r.content)
-        return f"[{ts}] TOOL RESULT id={r.tool_call_id} ({r.class_}, {trust}): {content}"
+        assert isinstance(record, ToolResult)
+        trust = _trust(record.untrusted)
+        content = strip_private(record.content)
+        return f"[{ts}] TOOL RESULT id={record.tool_call_id} ({record.class_}, {trust}): {content}"
     if kind is ToolSummary:
-        assert isinstance(r, ToolSummary)
-        trust = _trust(r.untrusted)
+        assert isinstance(record, ToolSummary)
+        trust = _trust(record.untrusted)
         return (
-            f"[{ts}] TOOL SUMMARY id={r.tool_call_id} of {r.call} ({r.class_}, {trust}): "
-            f"{r.content}"
+            f"[{ts}] TOOL SUMMARY id={record.tool_call_id} of {record.call}"
+            f" ({record.class_}, {trust}): {record.content}"
         )
     if kind is TurnError:
-        assert isinstance(r, TurnError)
-        return f"[{ts}] TURN ERROR: {r.kind}"
+        assert isinstance(record, TurnError)
+        return f"[{ts}] TURN ERROR: {record.kind}"
     if kind is EpochEnd:
-        assert isinstance(r, EpochEnd)
-        return f"[{ts}] EPOCH END (next epoch {r.next}): {r.summary}"
-    assert isinstance(r, SessionStart | Usage)
+        assert isinstance(record, EpochEnd)
+        return f"[{ts}] EPOCH END (next epoch {record.next}): {record.summary}"
+    assert isinstance(record, SessionStart | Usage)
     return None
 
 

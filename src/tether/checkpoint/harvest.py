@@ -216,7 +216,9 @@ class Harvester:
         folder = corpus_dir(self.home)
         if not folder.is_dir():
             return []
-        names = sorted(folder.glob("*.seg-*.txt"), key=lambda p: (p.stat().st_mtime, p.name))
+        names = sorted(
+            folder.glob("*.seg-*.txt"), key=lambda path: (path.stat().st_mtime, path.name)
+        )
         return [p.name for p in names if not manifests.receipt_path(self.home, p.name).exists()]
 
     def republish(self) -> int:

@@ -187,8 +187,8 @@ class Outcome:
 # -- banking by range ------------------------------------------------------------------------
 
 
-def _what(harness: str, w: Window, source: str) -> str:
-    turns = w.turns
+def _what(harness: str, window: Window, source: str) -> str:
+    turns = window.turns
     span = f"{turns[0].time} .. {turns[-1].time}" if turns else "-"
     return f"{harness} window ({source}), {span}, {len(turns)} turns"
 
@@ -202,37 +202,37 @@ def _hashes(home: Path, session: str) -> tuple[list[Boundary], bool]:
 
 
 def _bank(
-    s: HookSetting,
+    setting: HookSetting,
     out: Outcome,
     session: str,
-    w: Window,
+    window: Window,
     source: str,
     *,
     deadline: bool,
     piece: Piece | None = None,
 ) -> BankReport | None:
-    text = render(w.turns)
+    text = render(window.turns)
     if not text:
         out.segment = "empty_window"
         return None
-    if deadline and s.left() < len(text) / SCAN_BYTES_PER_S + WRITE_RESERVE_S:
+    if deadline and setting.left() < len(text) / SCAN_BYTES_PER_S + WRITE_RESERVE_S:
         out.segment = "deadline_scan"
         return None
-    red = redact_text(text, allow=s.allow)
-    if deadline and s.left() < WRITE_RESERVE_S:
+    red = redact_text(text, allow=setting.allow)
+    if deadline and setting.left() < WRITE_RESERVE_S:
         out.segment = "deadline_write"
         return None
     report = bank_redacted(
-        s.home,
+        setting.home,
         session,
         red,
-        what=_what(s.harness, w, source),
-        time=s.now,
+        what=_what(setting.harness, window, source),
+        time=setting.now,
         source=source,
-        first=w.first,
-        last=w.last,
-        turns=len(w.turns),
-        retired=s.retired,
+        first=window.first,
+        last=window.last,
+        turns=len(window.turns),
+        retired=setting.retired,
         crash_at=CRASH_AFTER_WRITE,
         window=piece.key if piece is not None else "",
         part=piece.part if piece is not None else 0,
@@ -243,71 +243,78 @@ def _bank(
     out.redactions += sum(report.redactions.values())
     out.parts += 1
     out.banked.append(report)
-    _recallable(s, out, session, report)
+    _recallable(setting, out, session, report)
     return report
 
 
-def _recallable(s: HookSetting, out: Outcome, session: str, report: BankReport) -> None:
+def _recallable(setting: HookSetting, out: Outcome, session: str, report: BankReport) -> None:
     """Put the banked window in recall (``HookSetting.on_banked``); whatever fails here
     leaves the bytes banked (a later pass catches the segment up)."""
-    if s.on_banked is None or report.path is None:
+    if setting.on_banked is None or report.path is None:
         return
     pause_point(PAUSE_BEFORE_RECALL)
     # Session end runs detached (the harness waits for nothing): no deadline there.
-    left = s.left if out.event != "session-end" else lambda: UNHURRIED_S
+    left = setting.left if out.event != "session-end" else lambda: UNHURRIED_S
     try:
-        out.recall, out.vectors = s.on_banked(s, session, report.path.name, left)
+        out.recall, out.vectors = setting.on_banked(setting, session, report.path.name, left)
     except Exception as exc:  # the bytes are banked: the recall step may only degrade
         out.recall = "recall_error"
         out.error = out.error or type(exc).__name__
 
 
-def _flush(s: HookSetting, out: Outcome, session: str, report: BankReport | None) -> None:
-    if report is None or report.path is None or not s.extract:
+def _flush(setting: HookSetting, out: Outcome, session: str, report: BankReport | None) -> None:
+    if report is None or report.path is None or not setting.extract:
         return
-    timeout = min(IPC_TIMEOUT_S, max(s.left(), 0.2))
-    code = schedule_harvest(s.home, session, report.path.name, timeout)
+    timeout = min(IPC_TIMEOUT_S, max(setting.left(), 0.2))
+    code = schedule_harvest(setting.home, session, report.path.name, timeout)
     if code is not None:
         out.flush = code
 
 
-def _adopt(s: HookSetting, out: Outcome, session: str, turns: Sequence[Turn]) -> None:
+def _adopt(setting: HookSetting, out: Outcome, session: str, turns: Sequence[Turn]) -> None:
     """Give every orphan of the session (a segment a crash left without its ledger entry)
     its entry: through ``_bank`` again when its range is in ``turns`` (the same text, a
     ``segment_dup``), else from its header."""
     at = {t.uid: i for i, t in enumerate(turns)}
-    for o in orphans(s.home, session):
+    for o in orphans(setting.home, session):
         i, j = at.get(o.first), at.get(o.last)
         if i is not None and j is not None and i <= j:
             w = Window(0, tuple(turns[i : j + 1]), True, True)
-            if text_hash(render(w.turns), allow=s.allow) == o.hash:
+            if text_hash(render(w.turns), allow=setting.allow) == o.hash:
                 piece = Piece(w.turns, o.part, o.parts, o.window)
-                if _bank(s, out, session, w, o.source, deadline=False, piece=piece):
+                if _bank(setting, out, session, w, o.source, deadline=False, piece=piece):
                     continue
-        adopt_orphan(s.home, session, o, at=s.now, retired=s.retired)
+        adopt_orphan(setting.home, session, o, at=setting.now, retired=setting.retired)
 
 
 def _cover(
-    s: HookSetting, out: Outcome, session: str, turns: Sequence[Turn], windows: Sequence[Window]
+    setting: HookSetting,
+    out: Outcome,
+    session: str,
+    turns: Sequence[Turn],
+    windows: Sequence[Window],
 ) -> list[bool]:
     """Which ``turns`` the ledger holds (orphans adopted first): by range, and, for each of
     ``windows`` (their turns in order make ``turns``), by the whole window's hash (a
     ledger entry of a harness with no record ids)."""
-    _adopt(s, out, session, turns)
-    held = ledger(s.home, session)
+    _adopt(setting, out, session, turns)
+    held = ledger(setting.home, session)
     cover = covered(turns, [(b.first, b.last) for b in held if b.last])
     hashes = {b.hash for b in held}
     at = 0
     for w in windows:
         n = len(w.turns)
-        if not all(cover[at : at + n]) and text_hash(render(w.turns), allow=s.allow) in hashes:
+        if (
+            not all(cover[at : at + n])
+            and text_hash(render(w.turns), allow=setting.allow) in hashes
+        ):
             cover[at : at + n] = [True] * n
         at += n
     return cover
 
 
 def _bank_pieces(
-    s: HookSetting,
+    setting: HookSetting,
     out: Outcome,
     session: str,
     todo: Sequence[Piece],
@@ -318,7 +325,7 @@ def _bank_pieces(
     """Bank each piece, one segment and ledger entry each; what the deadline left."""
     for k, p in enumerate(todo):
         w = Window(0, p.turns, True, True)
-        report = _bank(s, out, session, w, source, deadline=deadline, piece=p)
+        report = _bank(setting, out, session, w, source, deadline=deadline, piece=p)
         if report is None and out.segment in DEADLINE_CODES:
             return list(todo[k:])
     return []
@@ -330,13 +337,13 @@ def _holding(home: Path, session: str, turns: Sequence[Turn]) -> list[str]:
     return [b.segment for b in ledger(home, session) if b.last in uids]
 
 
-def _flush_all(s: HookSetting, out: Outcome, session: str, names: Sequence[str] = ()) -> None:
+def _flush_all(setting: HookSetting, out: Outcome, session: str, names: Sequence[str] = ()) -> None:
     """``_flush`` each segment banked (or named), until the daemon stops answering."""
-    folder = corpus_dir(s.home)
+    folder = corpus_dir(setting.home)
     reports = [BankReport("segment_dup", path=folder / n) for n in names] or out.banked
     for report in reports:
         answered, out.flush = out.flush, None
-        _flush(s, out, session, report)
+        _flush(setting, out, session, report)
         code = cast("str | None", out.flush)  # what _flush set
         if code is None:  # no daemon: the maintenance pass finds the rest
             out.flush = answered
@@ -348,7 +355,7 @@ def _flush_all(s: HookSetting, out: Outcome, session: str, names: Sequence[str] 
 # -- the hooks ---------------------------------------------------------------------------
 
 
-def _start(s: HookSetting, event: str, data: bytes) -> tuple[Outcome, HookInput | None]:
+def _start(setting: HookSetting, event: str, data: bytes) -> tuple[Outcome, HookInput | None]:
     out = Outcome(event)
     inp = parse_hook_input(data)
     if isinstance(inp, str):
@@ -357,7 +364,7 @@ def _start(s: HookSetting, event: str, data: bytes) -> tuple[Outcome, HookInput 
     if not inp.session_id:
         out.segment = "no_session"
         return out, None
-    out.session = SESSION_IDS[s.harness](inp.session_id)
+    out.session = SESSION_IDS[setting.harness](inp.session_id)
     return out, inp
 
 
@@ -372,110 +379,116 @@ def _transcript(inp: HookInput, out: Outcome) -> Path | None:
     return path
 
 
-def pre_compact(s: HookSetting, data: bytes) -> Outcome:
-    out, inp = _start(s, "pre-compact", data)
+def pre_compact(setting: HookSetting, data: bytes) -> Outcome:
+    out, inp = _start(setting, "pre-compact", data)
     if inp is None or out.session is None:
         return out
     out.trigger = inp.trigger if inp.trigger in ("manual", "auto") else None
     path = _transcript(inp, out)
     if path is None:
         return out
-    finishing = s.rest_from is not None
+    finishing = setting.rest_from is not None
     banked_before: list[str] = []
-    with TranscriptFile(path, s.harness) as tf:
-        read = tf.window_at(s.rest_from) if s.rest_from is not None else tf.last_window()
+    with TranscriptFile(path, setting.harness) as tf:
+        read = (
+            tf.window_at(setting.rest_from) if setting.rest_from is not None else tf.last_window()
+        )
     turns = read.window.turns
     source = f"pre-compact:{out.trigger or 'unknown'}"
-    with session_lock(s.home, out.session, None if finishing else max(s.left(), 0.0)) as held:
+    with session_lock(
+        setting.home, out.session, None if finishing else max(setting.left(), 0.0)
+    ) as held:
         if held:
-            todo = pieces(turns, _cover(s, out, out.session, turns, ()), PART_CHARS)
+            todo = pieces(turns, _cover(setting, out, out.session, turns, ()), PART_CHARS)
             if not todo and not out.banked:
                 out.segment = "segment_dup" if render(turns) else "empty_window"
-                banked_before = _holding(s.home, out.session, turns)
-            rest = _bank_pieces(s, out, out.session, todo, source, deadline=not finishing)
+                banked_before = _holding(setting.home, out.session, turns)
+            rest = _bank_pieces(setting, out, out.session, todo, source, deadline=not finishing)
         else:  # another hook of the session is banking: all of it is left
             rest = pieces(turns, [False] * len(turns), PART_CHARS)
             out.segment = "deadline_lock"
     if finishing:
         out.rest = "finished"
     elif rest:
-        _leave(s, out, read.start, rest, several=not held or rest[0].parts > 1)
-    out.ms = int((time.monotonic() - s.started) * 1000)
-    _flush_all(s, out, out.session, banked_before)
+        _leave(setting, out, read.start, rest, several=not held or rest[0].parts > 1)
+    out.ms = int((time.monotonic() - setting.started) * 1000)
+    _flush_all(setting, out, out.session, banked_before)
     return out
 
 
-def _leave(s: HookSetting, out: Outcome, start: int, rest: list[Piece], *, several: bool) -> None:
+def _leave(
+    setting: HookSetting, out: Outcome, start: int, rest: list[Piece], *, several: bool
+) -> None:
     """Record what the deadline left; a window of several parts is finished by a detached
     child, one of a single part (or when no child starts) by the next hook."""
     out.rest_bytes = sum(len(render(p.turns).encode()) for p in rest)
     if out.parts:
         out.segment = "segment_partial"
-    detached = several and s.detach is not None and s.detach(start)
+    detached = several and setting.detach is not None and setting.detach(start)
     out.rest = "detached" if detached else "next_hook"
 
 
-def backstop(s: HookSetting, out: Outcome, path: Path, session: str) -> None:
+def backstop(setting: HookSetting, out: Outcome, path: Path, session: str) -> None:
     """Bank what the ledger lacks of every closed window of the transcript's tail (each
     read whole, from its boundary)."""
-    with TranscriptFile(path, s.harness) as tf:
+    with TranscriptFile(path, setting.harness) as tf:
         windows = tf.windows(tf.tail_start(TAIL_BYTES))
     closed = [w for w in windows if w.closed and w.turns]
     turns = [t for w in closed for t in w.turns]
     out.backstop = "backstop_covered"
-    with session_lock(s.home, session, None):
-        cover = _cover(s, out, session, turns, closed)
+    with session_lock(setting.home, session, None):
+        cover = _cover(setting, out, session, turns, closed)
         at = 0
         for w in closed:
             n = len(w.turns)
             todo = pieces(w.turns, cover[at : at + n], PART_CHARS)
             at += n
-            _bank_pieces(s, out, session, todo, "backstop", deadline=False)
+            _bank_pieces(setting, out, session, todo, "backstop", deadline=False)
     if out.banked:
         out.backstop = "backstop_banked"
-        _flush_all(s, out, session)
+        _flush_all(setting, out, session)
 
 
-def session_start(s: HookSetting, data: bytes) -> Outcome:
-    out, inp = _start(s, "session-start", data)
+def session_start(setting: HookSetting, data: bytes) -> Outcome:
+    out, inp = _start(setting, "session-start", data)
     session = out.session
     if inp is not None:
         out.source = inp.source
         path = _transcript(inp, out) if inp.source == "compact" else None
         if path is not None and session is not None:
-            backstop(s, out, path, session)
-    pack = packs.context_pack(s.home, session, budget=s.pack_tokens)
+            backstop(setting, out, path, session)
+    pack = packs.context_pack(setting.home, session, budget=setting.pack_tokens)
     out.links = pack.links
     out.pack_tokens = pack.tokens
     out.stdout = session_start_output(pack.text)
-    out.ms = int((time.monotonic() - s.started) * 1000)
+    out.ms = int((time.monotonic() - setting.started) * 1000)
     return out
 
 
-def post_compact(s: HookSetting, data: bytes) -> Outcome:
+def post_compact(setting: HookSetting, data: bytes) -> Outcome:
     """PostCompact, where the harness has it: the backstop alone."""
-    out, inp = _start(s, "post-compact", data)
+    out, inp = _start(setting, "post-compact", data)
     if inp is not None and out.session is not None:
         path = _transcript(inp, out)
         if path is not None:
-            backstop(s, out, path, out.session)
-    out.ms = int((time.monotonic() - s.started) * 1000)
+            backstop(setting, out, path, out.session)
+    out.ms = int((time.monotonic() - setting.started) * 1000)
     return out
 
 
-def session_end(s: HookSetting, data: bytes) -> Outcome:
-    out, inp = _start(s, "session-end", data)
+def session_end(setting: HookSetting, data: bytes) -> Outcome:
+    out, inp = _start(setting, "session-end", data)
     if inp is None or out.session is None:
         return out
     out.reason = inp.reason
     path = _transcript(inp, out)
     if path is None:
         return out
-    with TranscriptFile(path, s.harness) as tf:
+    with TranscriptFile(path, setting.harness) as tf:
         windows = tf.windows(0)
     turns = tuple(t for w in windows for t in w.turns)
-    with session_lock(s.home, out.session, None):
-        cover = _cover(s, out, out.session, turns, [w for w in windows if w.closed])
+    with session_lock(setting.home, out.session, None):
+        cover = _cover(setting, out, out.session, turns, [w for w in windows if w.closed])
         last = len(windows[-1].turns) if not windows[-1].closed else 0
         if all(cover) or not render([t for t, c in zip(turns, cover, strict=True) if not c]):
             out.mode = "skip_covered"
@@ -487,9 +500,9 @@ def session_end(s: HookSetting, data: bytes) -> Outcome:
             out.mode = "full_fallback"
             todo = pieces(turns, cover, PART_CHARS)
         source = "remainder" if out.mode == "remainder" else "full"
-        _bank_pieces(s, out, out.session, todo, source, deadline=False)
-    out.ms = int((time.monotonic() - s.started) * 1000)
-    _flush_all(s, out, out.session)
+        _bank_pieces(setting, out, out.session, todo, source, deadline=False)
+    out.ms = int((time.monotonic() - setting.started) * 1000)
+    _flush_all(setting, out, out.session)
     return out
 
 
@@ -547,20 +560,20 @@ HOOKS: dict[str, Callable[[HookSetting, bytes], Outcome]] = {
 }
 
 
-def run_hook(s: HookSetting, event: str, data: bytes) -> Outcome:
+def run_hook(setting: HookSetting, event: str, data: bytes) -> Outcome:
     """Run one hook; whatever it raises becomes the ``error`` of its outcome (the hook
     still exits 0). Its telemetry line is appended either way."""
     try:
-        out = HOOKS[event](s, data)
+        out = HOOKS[event](setting, data)
     except Exception as exc:  # a hook never fails its harness: the error is its line
         out = Outcome(event, error=type(exc).__name__)
         if event == "session-start":
             out.stdout = session_start_output("")
     if not out.ms:
-        out.ms = int((time.monotonic() - s.started) * 1000)
+        out.ms = int((time.monotonic() - setting.started) * 1000)
     fields = out.fields()
-    fields["harness"] = s.harness
-    append_line(s.home, s.now, event, **fields)
+    fields["harness"] = setting.harness
+    append_line(setting.home, setting.now, event, **fields)
     return out
 
 

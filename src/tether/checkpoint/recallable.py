@@ -148,8 +148,8 @@ def mark_recalled(home: Path, session: str, entry: Recalled) -> None:
         os.close(fd)
 
 
-def _harness_window(b: Boundary) -> bool:
-    return b.source.startswith(HARNESS_SOURCES)
+def _harness_window(boundary: Boundary) -> bool:
+    return boundary.source.startswith(HARNESS_SOURCES)
 
 
 #: A ledger's state: size, modification time (ns), inode.

@@ -99,5 +99,5 @@ def hard_error_rate(home: Path, now: datetime, window: timedelta) -> ErrorRate:
         if doc.get("error"):
             errors += 1
             names[str(doc["error"])] = names.get(str(doc["error"]), 0) + 1
-    ranked = tuple(sorted(names, key=lambda n: (-names[n], n)))
+    ranked = tuple(sorted(names, key=lambda name: (-names[name], name)))
     return ErrorRate(runs, errors, ranked)

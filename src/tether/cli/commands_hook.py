@@ -68,22 +68,24 @@ def _recallable(
     rows embedded, in the time left; what is not, the next recall catches up."""
 
     def remember(
-        s: HookSetting, session: str, segment: str, left: Callable[[], float]
+        setting: HookSetting, session: str, segment: str, left: Callable[[], float]
     ) -> tuple[str, str | None]:
         from tether.checkpoint.bank import corpus_dir
         from tether.checkpoint.recallable import RESERVE_S, remember_segment
         from tether.cli.embedding import embed_within
         from tether.memory.indexer import index_home
 
-        done = remember_segment(s.home, session, segment, allow=s.allow, left=left, slot=slot)
+        done = remember_segment(
+            setting.home, session, segment, allow=setting.allow, left=left, slot=slot
+        )
         if done.code != "recall_appended":
             return done.code, None
-        size = (corpus_dir(s.home) / segment).stat().st_size
+        size = (corpus_dir(setting.home) / segment).stat().st_size
         if left() - RESERVE_S < size / INDEX_BYTES_PER_S:
             return done.code, None
         with ctx.store() as store:
-            index_home(s.home, store, only=[session])
-        return "recall_indexed", embed_within(s.home, ctx.config(), left, RESERVE_S)
+            index_home(setting.home, store, only=[session])
+        return "recall_indexed", embed_within(setting.home, ctx.config(), left, RESERVE_S)
 
     return remember
 

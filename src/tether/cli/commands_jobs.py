@@ -11,8 +11,8 @@ from tether.cli.context import Context, echo_json, pass_ctx, utc_stamp
 from tether.scheduler.jobs import jobs_dir, load_jobs
 
 
-def _iso(t: datetime | None) -> str | None:
-    return None if t is None else utc_stamp(t)
+def _iso(time: datetime | None) -> str | None:
+    return None if time is None else utc_stamp(time)
 
 
 @click.group("jobs")

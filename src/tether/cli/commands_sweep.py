@@ -286,10 +286,10 @@ def sweep_status(ctx: Context, as_json: bool) -> None:
             click.echo(stuck.describe(row))
 
 
-def _owner_status_json(o: OwnerStatus) -> dict[str, Any]:
-    cur = o.cursor
+def _owner_status_json(status: OwnerStatus) -> dict[str, Any]:
+    cur = status.cursor
     return {
-        **owner_json(o.owner),
+        **owner_json(status.owner),
         "cursor": None
         if cur is None
         else {
@@ -299,11 +299,11 @@ def _owner_status_json(o: OwnerStatus) -> dict[str, Any]:
             "start_utc": cur.window_start_utc.isoformat(),
             "end_utc": cur.window_end_utc.isoformat(),
         },
-        "needs_reconciliation": o.needs_reconciliation,
-        "receipts_pending": o.receipts_pending,
-        "receipts_committed": o.receipts_committed,
-        "facts": o.facts,
-        "stuck": [msgspec.to_builtins(row) for row in o.stuck],
+        "needs_reconciliation": status.needs_reconciliation,
+        "receipts_pending": status.receipts_pending,
+        "receipts_committed": status.receipts_committed,
+        "facts": status.facts,
+        "stuck": [msgspec.to_builtins(row) for row in status.stuck],
     }
 
 
@@ -315,34 +315,34 @@ def _json_field(text: str) -> Any:
         return text
 
 
-def fact_json(f: Fact) -> dict[str, Any]:
+def fact_json(fact: Fact) -> dict[str, Any]:
     return {
-        "id": f.id,
-        "subject": f.subject,
-        "entity": f.entity,
-        "text": f.text,
-        "authority": f.authority,
-        "refs": _json_field(f.refs),
-        "origin_receipt": f.origin_receipt,
-        "created_at": utc_stamp(f.created_at),
-        "updated_at": utc_stamp(f.updated_at),
-        "active": f.active,
-        "visibility": f.visibility,
+        "id": fact.id,
+        "subject": fact.subject,
+        "entity": fact.entity,
+        "text": fact.text,
+        "authority": fact.authority,
+        "refs": _json_field(fact.refs),
+        "origin_receipt": fact.origin_receipt,
+        "created_at": utc_stamp(fact.created_at),
+        "updated_at": utc_stamp(fact.updated_at),
+        "active": fact.active,
+        "visibility": fact.visibility,
     }
 
 
-def journal_row_json(j: JournalRow) -> dict[str, Any]:
+def journal_row_json(row: JournalRow) -> dict[str, Any]:
     return {
-        "id": j.id,
-        "owner": j.owner,
-        "receipt_id": j.receipt_id,
-        "time": utc_stamp(j.time),
-        "who": j.who,
-        "action": j.action,
-        "target": j.target,
-        "before": j.before,
-        "after": j.after,
-        "evidence": _json_field(j.evidence),
+        "id": row.id,
+        "owner": row.owner,
+        "receipt_id": row.receipt_id,
+        "time": utc_stamp(row.time),
+        "who": row.who,
+        "action": row.action,
+        "target": row.target,
+        "before": row.before,
+        "after": row.after,
+        "evidence": _json_field(row.evidence),
     }
 
 

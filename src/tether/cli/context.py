@@ -177,14 +177,14 @@ redact_option = click.option(
 )
 
 
-def counted(n: int, one: str, many: str | None = None) -> str:
-    """``n`` with the noun agreeing: "1 entry", "2 entries" (``many`` defaults to one + s)."""
-    return f"{n} {one if n == 1 else (many or one + 's')}"
+def counted(count: int, one: str, many: str | None = None) -> str:
+    """``count`` with the noun agreeing: "1 entry", "2 entries" (``many`` defaults to one + s)."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
-def utc_stamp(t: datetime) -> str:
+def utc_stamp(time: datetime) -> str:
     """A time as commands print it: UTC to the second, ``2026-11-01T12:00:00Z``."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def echo_change(before: str | None, after: str | None) -> None:

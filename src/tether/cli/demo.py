@@ -151,15 +151,15 @@ def prepare_home(home: Path) -> None:
     (home / "tether.toml").write_text(DEMO_CONFIG, encoding="utf-8")
 
 
-def _usage_text(u: Usage | None) -> str:
-    if u is None:
+def _usage_text(usage: Usage | None) -> str:
+    if usage is None:
         return "no usage"
-    return f"cache_n {u.cache_n}, prompt_n {u.prompt_n}, predicted_n {u.predicted_n}"
+    return f"cache_n {usage.cache_n}, prompt_n {usage.prompt_n}, predicted_n {usage.predicted_n}"
 
 
-def _short(text: str, n: int = 70) -> str:
+def _short(text: str, width: int = 70) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 async def run_demo(demo: Demo) -> None:

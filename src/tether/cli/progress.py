@@ -30,9 +30,9 @@ class _Bar:
             self.bar.update(self.task, visible=False)
         self.task = self.bar.add_task(what, total=total)
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, count: int = 1) -> None:
         if self.task is not None:
-            self.bar.advance(self.task, n)
+            self.bar.advance(self.task, count)
 
 
 @contextlib.contextmanager

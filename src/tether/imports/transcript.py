@@ -65,9 +65,14 @@ class TranscriptReport:
     imported: ImportReport | None = None  # None when nothing was new
 
 
-def _line(m: Message, text: str) -> bytes:
+def _line(message: Message, text: str) -> bytes:
     return msgspec.json.encode(
-        {"session": m.session, "role": m.role, "text": text, "time": m.time.isoformat()}
+        {
+            "session": message.session,
+            "role": message.role,
+            "text": text,
+            "time": message.time.isoformat(),
+        }
     )
 
 

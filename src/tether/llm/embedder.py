@@ -129,7 +129,7 @@ class MiniLM:
     def embed(self, texts: Sequence[str]) -> Matrix:
         np = self._np
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
         for start in range(0, len(order), BATCH):
             chunk = order[start : start + BATCH]
             out[chunk] = self._run([texts[i] or " " for i in chunk])

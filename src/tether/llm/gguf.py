@@ -37,44 +37,44 @@ class TrainedContext:
     n_ctx_train: int | None
 
 
-def _read(f: BinaryIO, n: int) -> bytes:
-    data = f.read(n)
-    if len(data) != n:
+def _read(stream: BinaryIO, size: int) -> bytes:
+    data = stream.read(size)
+    if len(data) != size:
         raise ValueError("the file ends inside its metadata")
     return data
 
 
-def _u64(f: BinaryIO) -> int:
-    return int(struct.unpack("<Q", _read(f, 8))[0])
+def _u64(stream: BinaryIO) -> int:
+    return int(struct.unpack("<Q", _read(stream, 8))[0])
 
 
-def _string(f: BinaryIO) -> bytes:
-    return _read(f, _u64(f))
+def _string(stream: BinaryIO) -> bytes:
+    return _read(stream, _u64(stream))
 
 
-def _skip(f: BinaryIO, kind: int) -> None:
+def _skip(stream: BinaryIO, kind: int) -> None:
     if kind in _SCALARS:
-        f.seek(struct.calcsize(_SCALARS[kind]), 1)
+        stream.seek(struct.calcsize(_SCALARS[kind]), 1)
     elif kind == _STRING:
-        f.seek(_u64(f), 1)
+        stream.seek(_u64(stream), 1)
     elif kind == _ARRAY:
-        item = int(struct.unpack("<I", _read(f, 4))[0])
-        count = _u64(f)
+        item = int(struct.unpack("<I", _read(stream, 4))[0])
+        count = _u64(stream)
         if item in _SCALARS:
-            f.seek(struct.calcsize(_SCALARS[item]) * count, 1)
+            stream.seek(struct.calcsize(_SCALARS[item]) * count, 1)
         else:
             for _ in range(count):
-                _skip(f, item)
+                _skip(stream, item)
     else:
         raise ValueError(f"unknown metadata value type {kind}")
 
 
-def _value(f: BinaryIO, kind: int) -> int | str | None:
+def _value(stream: BinaryIO, kind: int) -> int | str | None:
     if kind == _STRING:
-        return _string(f).decode("utf-8", "replace")
+        return _string(stream).decode("utf-8", "replace")
     if kind in _SCALARS and kind not in (6, 7, 12):
-        return int(struct.unpack(_SCALARS[kind], _read(f, struct.calcsize(_SCALARS[kind])))[0])
-    _skip(f, kind)
+        return int(struct.unpack(_SCALARS[kind], _read(stream, struct.calcsize(_SCALARS[kind])))[0])
+    _skip(stream, kind)
     return None
 
 

@@ -75,8 +75,8 @@ class Caller:
         return f"mcp:{self.lane}" + (f":{self.token}" if self.token else "")
 
 
-def _stamp(t: datetime | None) -> str | None:
-    return None if t is None else t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _stamp(time: datetime | None) -> str | None:
+    return None if time is None else time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _absent(link: str) -> NotFoundError:
@@ -135,12 +135,12 @@ class Memory:
                 index_home(self.home, self.store, only=harness)
 
     def recall(
-        self, caller: Caller, query: str, k: int, level: Level, *, order: str = "rank"
+        self, caller: Caller, query: str, limit: int, level: Level, *, order: str = "rank"
     ) -> str:
         if len(query) > MAX_QUERY_CHARS:
             raise BadInputError(f"query is at most {MAX_QUERY_CHARS} characters (got {len(query)})")
-        if not 1 <= k <= MAX_K:
-            raise BadInputError(f"k is 1 to {MAX_K} (got {k})")
+        if not 1 <= limit <= MAX_K:
+            raise BadInputError(f"k is 1 to {MAX_K} (got {limit})")
         if order not in ("rank", "time"):
             raise BadInputError(f"order is rank or time (got {order!r})")
         if caller.lane == "local":  # a remote caller searches world pages and facts only
@@ -153,14 +153,14 @@ class Memory:
                 raise BadInputError("order time lists turns: use it with level turns")
             if caller.lane == "remote":
                 raise mcp.FenceError(caller.lane, "level sessions", "a search of transcripts")
-            found = recall_sessions(self.store, query, k, time=time, vectors=self.vectors)
+            found = recall_sessions(self.store, query, limit, time=time, vectors=self.vectors)
             compact = [self._session_hit(s.session, s.turns[0], links) for s in found]
         else:
             only = self.world_refs if caller.lane == "remote" else None
             hits = recall(
                 self.store,
                 query,
-                k,
+                limit,
                 time=time,
                 home=self.home,
                 sweep=self.sweep,
@@ -182,18 +182,18 @@ class Memory:
         return VAGUE
 
     @staticmethod
-    def _compact(h: Hit, links: Links) -> mcp.CompactHit:
+    def _compact(hit: Hit, links: Links) -> mcp.CompactHit:
         return mcp.CompactHit(
-            id=h.ref,
-            kind=h.kind,
-            time=_stamp(h.time),
-            link=mcp.link_of(h.ref),
-            trust="untrusted" if h.tag == "memory-tainted" else "trusted",
-            text=mcp.first_line(strip_private(h.text)),
-            session=h.session,
-            segment=links.of(h.session, h.time),
-            turns=None if h.first_turn is None else f"{h.first_turn}-{h.last_turn}",
-            since=None if h.first_turn is None else _stamp(h.first_time),
+            id=hit.ref,
+            kind=hit.kind,
+            time=_stamp(hit.time),
+            link=mcp.link_of(hit.ref),
+            trust="untrusted" if hit.tag == "memory-tainted" else "trusted",
+            text=mcp.first_line(strip_private(hit.text)),
+            session=hit.session,
+            segment=links.of(hit.session, hit.time),
+            turns=None if hit.first_turn is None else f"{hit.first_turn}-{hit.last_turn}",
+            since=None if hit.first_turn is None else _stamp(hit.first_time),
         )
 
     def _session_hit(self, session: str, best: Hit, links: Links) -> mcp.CompactHit:
@@ -259,7 +259,7 @@ class Memory:
     def visible_pages(self, caller: Caller, prefix: str = "") -> list[Page]:
         return [
             p
-            for p in sorted(self.store.pages(), key=lambda p: p.slug)
+            for p in sorted(self.store.pages(), key=lambda page: page.slug)
             if p.slug.startswith(prefix) and (caller.lane == "local" or p.visibility == "world")
         ]
 

@@ -41,7 +41,7 @@ def block_facts(
         if tx.facts_stamp() == NO_SWEEP:
             return []
         facts = [f for f in tx.facts(owner) if f.active]
-    facts.sort(key=lambda f: (f.updated_at, f.id), reverse=True)
+    facts.sort(key=lambda fact: (fact.updated_at, fact.id), reverse=True)
     return [BlockFact(redact(f.text, allow=allow).text, f.authority) for f in facts]
 
 

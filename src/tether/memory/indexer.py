@@ -98,20 +98,20 @@ class _Seen:
             imported=self.imported,
         )
 
-    def see(self, r: LogRecord) -> None:
+    def see(self, record: LogRecord) -> None:
         if self.first_time is None:
-            self.first_time = r.time
-        if isinstance(r, SessionStart):
-            self.imported = self.imported or (r.epoch == 0 and r.imported)
-            self.history = r.imported
+            self.first_time = record.time
+        if isinstance(record, SessionStart):
+            self.imported = self.imported or (record.epoch == 0 and record.imported)
+            self.history = record.imported
         if self.history:
             return  # an imported epoch is history: its last owner line opens no turn
         # A turn is open from its message until a reply without tool calls, an error or
         # the epoch's end; a tool call opens it again (the loop goes on).
-        opens = isinstance(r, User) and not r.retry
-        if opens or (isinstance(r, ToolCall) and self.open_since is None):
-            self.open_since, self.open_known = r.time, True
-        elif isinstance(r, (Assistant, TurnError, EpochEnd)):
+        opens = isinstance(record, User) and not record.retry
+        if opens or (isinstance(record, ToolCall) and self.open_since is None):
+            self.open_since, self.open_known = record.time, True
+        elif isinstance(record, (Assistant, TurnError, EpochEnd)):
             self.open_since, self.open_known = None, True
 
 

@@ -39,7 +39,7 @@ def merged(
     both = heapq.merge(
         (Listed("memory", e) for e in memory),
         (Listed("sweep", r) for r in sweep),
-        key=lambda x: x.entry.time,
+        key=lambda listed: listed.entry.time,
     )
     out = list(both)
     return out if limit is None else out[-limit:]

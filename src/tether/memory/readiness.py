@@ -34,8 +34,8 @@ PAUSE_RECALL_EMBED = "recall-before-embed"
 VAGUE = "recall is lexical: the memory is still being embedded for search by meaning"
 
 
-def _rows(n: int) -> str:
-    return f"{n} row" if n == 1 else f"{n} rows"
+def _rows(count: int) -> str:
+    return f"{count} row" if count == 1 else f"{count} rows"
 
 
 @dataclass(frozen=True)

@@ -133,41 +133,43 @@ def _question(store: TextSearch, text: str, time: datetime, budget: int) -> _Que
 
 def _turns(
     store: TextSearch,
-    q: _Question,
+    question: _Question,
     pool: int,
     budget: int,
     *,
     aside: float = ranking.ASIDE_WEIGHT,
     only: Sequence[str] | None = None,
 ) -> list[ranking.Scored]:
-    """Turns (and notes, pages) for ``q``, best first; replies and tool output weigh
+    """Turns (and notes, pages) for ``question``, best first; replies and tool output weigh
     ``aside`` beside the owner's words. ``only``: among the rows of these refs (the
     ``within`` window of a newest-first search is then not applied: ``only`` is small)."""
     total = store.row_count()
-    for attempt in query.plan(q.query, q.counts, budget=budget, total=total):
+    for attempt in query.plan(question.query, question.counts, budget=budget, total=total):
         if attempt.mode == "newest":
             within = attempt.within if only is None else None
             found = store.newest(attempt.query, NEWEST_POOL, within=within, only=only)
         else:
             found = store.search_terms(attempt.query, pool, aside=aside, only=only)
         if found:
-            return ranking.fold(found, attempt.also, q.period, ranking.PERIOD_BOOST, aside=aside)
+            return ranking.fold(
+                found, attempt.also, question.period, ranking.PERIOD_BOOST, aside=aside
+            )
     return []
 
 
 def _fused(
     vectors: Vectors | None,
     text: str,
-    q: _Question | None,
+    question: _Question | None,
     *,
     pool: int = VECTOR_POOL,
     only: Sequence[str] | None = None,
 ) -> list[ranking.Scored] | None:
     """The vector ranking of ``text``'s turns, or None when there is none to fuse (no
     vectors, or not every row has one yet: recall stays lexical)."""
-    if vectors is None or q is None or not vectors.complete:
+    if vectors is None or question is None or not vectors.complete:
         return None
-    return vector_turns(vectors.nearest(text, pool, only=only), q.period)
+    return vector_turns(vectors.nearest(text, pool, only=only), question.period)
 
 
 log = logging.getLogger("tether.memory")
@@ -193,15 +195,15 @@ def _sync(store: RecallStore, sweep: SweepStore | None, home: Path | None) -> No
     sync_facts(store, sweep, allow=home_allow(home))
 
 
-def _period_turns(store: TextSearch, period: periods.Period, k: int) -> list[ranking.Scored]:
-    """The first ``k`` turns written in ``period``, oldest first (score 0; the row shown
+def _period_turns(store: TextSearch, period: periods.Period, limit: int) -> list[ranking.Scored]:
+    """The first ``limit`` turns written in ``period``, oldest first (score 0; the row shown
     is the owner's words where the turn has them)."""
     turns: dict[tuple[str, int], list[Found]] = {}
     for row in store.between(period.start, period.end, PERIOD_ROWS):
         if row.session is None or row.turn is None or row.turn < 1:
             continue
         key = (row.session, row.turn)
-        if key in turns or len(turns) < k:
+        if key in turns or len(turns) < limit:
             turns.setdefault(key, []).append(row)
     out = []
     for key, rows in turns.items():
@@ -214,20 +216,22 @@ def _in_time(
     store: TextSearch,
     turns: list[ranking.Scored],
     asked: timeline.Intent,
-    k: int,
+    limit: int,
     until: datetime | None,
 ) -> list[ranking.Scored]:
     """``turns`` as time has them: none written after ``until``; a question that names
     only a period answered by that period's turns first; a question that asks for an
     order or a count spread over sessions."""
     if PERIOD_LISTING and asked.listing and asked.period is not None:
-        first = _period_turns(store, asked.period, k)
+        first = _period_turns(store, asked.period, limit)
         keys = {t.key for t in first}
         turns = first + [t for t in turns if t.key not in keys]
     if until is not None:  # after the listing: a day named may lie after ``until``
         turns = [t for t in turns if t.best.time < until]
     if SPREAD and asked.spread:
-        turns = timeline.spread(turns, lambda t: t.key[0] if isinstance(t.key, tuple) else None)
+        turns = timeline.spread(
+            turns, lambda scored: scored.key[0] if isinstance(scored.key, tuple) else None
+        )
     return turns
 
 
@@ -235,15 +239,15 @@ def _with_standing(
     store: TextSearch,
     text: str,
     turns: list[ranking.Scored],
-    k: int,
+    limit: int,
     before: datetime,
 ) -> list[ranking.Scored]:
-    """``turns``' first ``k``, the last ``STANDING_SLOTS`` of them given to the owner's
+    """``turns``' first ``limit``, the last ``STANDING_SLOTS`` of them given to the owner's
     standing statements written before ``before`` that are not among them, when ``text``
     is a request: those sharing most word stems with it first, then the newest."""
     if not STANDING_SLOTS or not standing.is_request(text):
-        return turns[:k]
-    top = turns[:k]
+        return turns[:limit]
+    top = turns[:limit]
     shown = {t.key for t in top}
     found: dict[tuple[str, int], Found] = {}
     markers = standing.search_terms()
@@ -268,11 +272,11 @@ def _with_standing(
         key=lambda kr: (-standing.shared_stems(text, kr[1].text), -kr[1].time.timestamp()),
     )[:STANDING_SLOTS]
     extra = [ranking.Scored(key=key, score=0.0, best=row, rows=(row,)) for key, row in ranked]
-    return top[: k - len(extra)] + extra
+    return top[: limit - len(extra)] + extra
 
 
-def _placed(turns: list[ranking.Scored], k: int) -> list[ranking.Scored]:
-    """``turns`` with summary units weighed by ``SUMMARY_WEIGHT``; among the first ``k``,
+def _placed(turns: list[ranking.Scored], limit: int) -> list[ranking.Scored]:
+    """``turns`` with summary units weighed by ``SUMMARY_WEIGHT``; among the first ``limit``,
     at most ``SUMMARY_SLOTS`` units, and (``SUMMARY_AFTER_TURNS``) none ranked below a
     turn it covers: that turn already leads into its range, so the place goes to another
     turn (the others follow, in order)."""
@@ -284,7 +288,7 @@ def _placed(turns: list[ranking.Scored], k: int) -> list[ranking.Scored]:
         dataclasses.replace(t, score=t.score * SUMMARY_WEIGHT) if t.best.kind in _UNIT_KINDS else t
         for t in turns
     ]
-    weighed.sort(key=lambda t: -t.score)
+    weighed.sort(key=lambda scored: -scored.score)
     kept: list[ranking.Scored] = []
     later: list[ranking.Scored] = []
     seen: dict[str, list[int]] = {}  # session -> its turns placed so far
@@ -292,7 +296,7 @@ def _placed(turns: list[ranking.Scored], k: int) -> list[ranking.Scored]:
     for t in weighed:
         if isinstance(t.key, tuple):
             seen.setdefault(t.key[0], []).append(t.key[1])
-        elif t.best.kind in _UNIT_KINDS and len(kept) < k:
+        elif t.best.kind in _UNIT_KINDS and len(kept) < limit:
             span = summaries.span_of(t.best.ref)
             covered = span is not None and any(
                 span.first <= n <= span.last for n in seen.get(span.session, ())
@@ -338,7 +342,7 @@ def _hit(scored: ranking.Scored) -> Hit:
 def recall(
     store: RecallStore,
     text: str,
-    k: int,
+    limit: int,
     *,
     time: datetime,
     budget: int = query.DEFAULT_BUDGET,
@@ -349,7 +353,7 @@ def recall(
     until: datetime | None = None,
     in_time_order: bool = False,
 ) -> list[Hit]:
-    """The ``k`` best hits for ``text`` (best first), logged as recalled at ``time``.
+    """The ``limit`` best hits for ``text`` (best first), logged as recalled at ``time``.
 
     A query with nothing searchable in it (empty, punctuation, only stop words) finds
     nothing rather than everything. ``budget`` bounds the rows ranked (see core.recall.query).
@@ -365,23 +369,23 @@ def recall(
     gets that period's turns; one asking for an order or a count gets hits spread over
     sessions (``timeline.spread``).
     """
-    if k < 1:
-        raise BadInputError(f"k must be at least 1 (got {k})")
+    if limit < 1:
+        raise BadInputError(f"k must be at least 1 (got {limit})")
     with _best_effort("bringing identity and facts in step"):
         _sync(store, sweep, home)
     refs = None if only is None else only()
     q = _question(store, text, time, budget)
-    turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
+    turns = [] if q is None else _turns(store, q, max(limit * FANOUT, POOL), budget, only=refs)
     near = _fused(vectors, text, q, only=refs)
     if near is not None:
         turns = ranking.blend(turns, ranking.supported(turns, near))
-    turns = _placed(turns, k)  # before the period listing, which ranks by time, not score
+    turns = _placed(turns, limit)  # before the period listing, which ranks by time, not score
     if q is not None:
-        turns = _in_time(store, turns, timeline.intent(text, time), k, until)
-        turns = _with_standing(store, text, turns, k, time if until is None else until)
-    hits = [_spanned(store, _hit(t)) for t in turns[:k]]
+        turns = _in_time(store, turns, timeline.intent(text, time), limit, until)
+        turns = _with_standing(store, text, turns, limit, time if until is None else until)
+    hits = [_spanned(store, _hit(t)) for t in turns[:limit]]
     if in_time_order:
-        hits = timeline.chronological(hits, lambda h: h.time, lambda h: h.ref)
+        hits = timeline.chronological(hits, lambda hit: hit.time, lambda hit: hit.ref)
     with _best_effort("counting the recall"):
         store.record_recalls([h.ref for h in hits], time)
     return hits
@@ -390,20 +394,20 @@ def recall(
 def recall_sessions(
     store: RecallStore,
     text: str,
-    k: int,
+    limit: int,
     *,
     time: datetime,
     budget: int = query.DEFAULT_BUDGET,
     vectors: Vectors | None = None,
 ) -> list[SessionHit]:
-    """The ``k`` sessions that best answer ``text``, best first, each with its turn hits.
+    """The ``limit`` sessions that best answer ``text``, best first, each with its turn hits.
 
     The same search as ``recall`` (notes and pages left out) over more turns; sessions
     are scored by ``ranking.by_session``. The best turn of each session returned is logged
     as recalled.
     """
-    if k < 1:
-        raise BadInputError(f"k must be at least 1 (got {k})")
+    if limit < 1:
+        raise BadInputError(f"k must be at least 1 (got {limit})")
     q = _question(store, text, time, budget)
     if q is None:
         return []
@@ -417,7 +421,7 @@ def recall_sessions(
     elif near is not None:
         ranked = ranking.by_session(near, ranking.VECTOR_SESSION_REST)
         sessions = ranking.blend_sessions(sessions, ranked)
-    sessions = sessions[:k]
+    sessions = sessions[:limit]
     out = [
         SessionHit(session=s.session, score=s.score, turns=tuple(_hit(t) for t in s.turns))
         for s in sessions

@@ -76,11 +76,11 @@ class Vectors:
         self.counts = self.index.vector_counts(self.model)
         return self.counts
 
-    def nearest(self, text: str, k: int, only: Sequence[str] | None = None) -> list[Found]:
+    def nearest(self, text: str, limit: int, only: Sequence[str] | None = None) -> list[Found]:
         """The rows nearest ``text`` (cosine in ``score``, at least ``MIN_COSINE``), best
         first."""
         query = self.embedder.embed([text])
-        found = self.index.nearest(self.model, query, k, only=only)
+        found = self.index.nearest(self.model, query, limit, only=only)
         return [f for f in found if f.score >= MIN_COSINE]
 
 

@@ -77,9 +77,9 @@ class VectorIndex(Protocol):
         ...
 
     def nearest(
-        self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
+        self, model: str, query: Matrix, limit: int, *, only: Sequence[str] | None = None
     ) -> list[Found]:
-        """The ``k`` rows whose best part is nearest ``query`` (one vector), best first,
+        """The ``limit`` rows whose best part is nearest ``query`` (one vector), best first,
         ``score`` the cosine similarity; among the rows of the refs ``only`` if given."""
         ...
 

@@ -97,14 +97,14 @@ class TextSearch(Protocol):
     """Search over the index: a ``SearchQuery`` (built by ``core.recall.query``), each store
     renders it. (``memory.recall``.)"""
 
-    def search(self, query: SearchQuery, k: int) -> list[Hit]:
+    def search(self, query: SearchQuery, limit: int) -> list[Hit]:
         """The rows ``query`` finds, ranked by relevance over the whole query (bm25; term
         weights are not used), best first; a query with no terms finds nothing."""
 
     def search_terms(
-        self, query: SearchQuery, k: int, *, aside: float, only: Sequence[str] | None = None
+        self, query: SearchQuery, limit: int, *, aside: float, only: Sequence[str] | None = None
     ) -> list[Found]:
-        """The ``k`` best rows ``query`` finds, scored by the sum over its terms of
+        """The ``limit`` best rows ``query`` finds, scored by the sum over its terms of
         weight x bm25, where a term's matches in assistant replies, tool calls and tool
         summaries count ``aside`` of those in the owner's text, notes and pages. Best
         first. ``only``: search just the rows with these refs (``page:<slug>``,
@@ -113,18 +113,18 @@ class TextSearch(Protocol):
     def newest(
         self,
         query: SearchQuery,
-        k: int,
+        limit: int,
         *,
         within: int | None = None,
         only: Sequence[str] | None = None,
     ) -> list[Found]:
-        """The ``k`` most recently indexed rows ``query`` finds, newest first, unscored
+        """The ``limit`` most recently indexed rows ``query`` finds, newest first, unscored
         (score 0), looking only among the last ``within`` indexed rows when given (and
         only among the rows of the refs ``only``, when given). No ranking work: what
         recall uses when every word of a query is very common."""
 
-    def between(self, start: datetime, end: datetime, k: int) -> list[Found]:
-        """The first ``k`` session-log rows (the owner's words and the replies) written in
+    def between(self, start: datetime, end: datetime, limit: int) -> list[Found]:
+        """The first ``limit`` session-log rows (the owner's words and the replies) written in
         ``[start, end)``, oldest first, unscored (score 0): what recall answers "what did
         we talk about on May 30" with, when no word of the question finds it."""
 

@@ -75,7 +75,7 @@ def find(
     home: Path,
     store: RecallStore,
     question: str,
-    k: int,
+    limit: int,
     *,
     sweep: SweepStore | None,
     vectors: Vectors | None,
@@ -83,12 +83,12 @@ def find(
     until: datetime | None = None,
     in_time_order: bool = False,
 ) -> list[Found]:
-    """The ``k`` best hits for ``question`` (``memory.recall.recall``: logged as recalled
+    """The ``limit`` best hits for ``question`` (``memory.recall.recall``: logged as recalled
     at ``time``), each with its banked window's link."""
     hits = recall(
         store,
         question,
-        k,
+        limit,
         time=time,
         home=home,
         sweep=sweep,

@@ -154,26 +154,26 @@ def _hits(
     allowed = 0
     size = len(data)
 
-    def take(m: re.Match[bytes], rule: Rule) -> int:
-        """Record the hit of ``m``; return where the search goes on."""
+    def take(match: re.Match[bytes], rule: Rule) -> int:
+        """Record the hit of ``match``; return where the search goes on."""
         nonlocal allowed
         for g in rule.groups:
-            start, end = m.span(g)
+            start, end = match.span(g)
             if start >= 0:
                 break
         start -= rule.back
         if rule.tail is not None and (t := rule.tail.match(data, end)) is not None:
             end = t.end()
-        if rule.closed and m.start(rule.closed) < 0:
-            end = _block_end(data, m.end(), stop)
+        if rule.closed and match.start(rule.closed) < 0:
+            end = _block_end(data, match.end(), stop)
         secret = data[start:end]
         if rule.reject is not None and rule.reject(secret):
-            return max(end, m.end()) if rule.resume == 0 else m.end(rule.resume)
+            return max(end, match.end()) if rule.resume == 0 else match.end(rule.resume)
         if allow and fingerprint(secret) in allow:
             allowed += 1
         else:
             hits.append((start, end, _RANK[rule.id]))
-        return max(end, m.end())
+        return max(end, match.end())
 
     bounds = [(a, min(a + chunk, size)) for a in range(0, size, chunk)] or [(0, 0)]
     for rule in RULES:
@@ -217,7 +217,7 @@ def _block_end(data: bytes, pos: int, stop: bytes) -> int:
 
 def _merge(hits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     """Union overlapping spans; label each union by its longest hit, then by rank."""
-    hits.sort(key=lambda h: (h[0], -h[1], h[2]))
+    hits.sort(key=lambda hit: (hit[0], -hit[1], hit[2]))
     out: list[list[int]] = []  # start, end, rank, length of the labelling hit
     for start, end, rank in hits:
         if out and start < out[-1][1]:

@@ -20,4 +20,4 @@ HIDDEN = "[REDACTED:url-userinfo]"
 def shown_url(text: str) -> str:
     """``text`` (a URL, or a line holding URLs) with each URL's userinfo replaced by
     ``[REDACTED:url-userinfo]`` and any other secret redacted."""
-    return redact(_USERINFO.sub(lambda m: f"{m['head']}{HIDDEN}@", text)).text
+    return redact(_USERINFO.sub(lambda match: f"{match['head']}{HIDDEN}@", text)).text

@@ -93,19 +93,19 @@ def reserve(
     )
 
 
-def settle(db: Sql, s: SpendSettle) -> bool:
+def settle(db: Sql, spend: SpendSettle) -> bool:
     """A reserved call at what it used: its row settled, the day's totals moved from its
     bound to its use. False when it was settled already (or never reserved)."""
     found = db.one(
         "UPDATE budget_spend SET state = 'settled', tokens = ?, usd = ?, cache_n = ?,"
         " prompt_n = ?, predicted_n = ? WHERE id = ? AND state = 'reserved'"
         " RETURNING day, kind, bound_tokens, bound_usd",
-        (s.tokens, s.usd, s.cache_n, s.prompt_n, s.predicted_n, s.id),
+        (spend.tokens, spend.usd, spend.cache_n, spend.prompt_n, spend.predicted_n, spend.id),
     )
     if found is None:
         return False  # settled already, or never reserved: nothing to move
     day, kind, bound_tokens, bound_usd = found
-    _add(db, day, kind, s.tokens - int(bound_tokens), s.usd - float(bound_usd))
+    _add(db, day, kind, spend.tokens - int(bound_tokens), spend.usd - float(bound_usd))
     return True
 
 
@@ -114,22 +114,22 @@ def settle_all(db: Sql, settles: Sequence[SpendSettle]) -> None:
         settle(db, s)
 
 
-def spend_row(r: Sequence[Any]) -> SpendRow:
+def spend_row(row: Sequence[Any]) -> SpendRow:
     return SpendRow(
-        id=int(r[0]),
-        time=from_iso(r[1]),
-        day=r[2],
-        kind=cast(SpendKind, r[3]),
-        session=r[4],
-        state=cast(SpendState, r[5]),
-        reason=cast("BudgetReason | None", r[6]),
-        bound_tokens=int(r[7]),
-        bound_usd=float(r[8]),
-        tokens=int(r[9]),
-        usd=float(r[10]),
-        cache_n=int(r[11]),
-        prompt_n=int(r[12]),
-        predicted_n=int(r[13]),
+        id=int(row[0]),
+        time=from_iso(row[1]),
+        day=row[2],
+        kind=cast(SpendKind, row[3]),
+        session=row[4],
+        state=cast(SpendState, row[5]),
+        reason=cast("BudgetReason | None", row[6]),
+        bound_tokens=int(row[7]),
+        bound_usd=float(row[8]),
+        tokens=int(row[9]),
+        usd=float(row[10]),
+        cache_n=int(row[11]),
+        prompt_n=int(row[12]),
+        predicted_n=int(row[13]),
     )
 
 

@@ -228,7 +228,7 @@ class Days(Repository):
                 rows += db.all(
                     f"{cols} WHERE {match} AND time >= ? AND time < ?", (*params, *window)
                 )
-            return sorted(rows, key=lambda r: (r[0], r[1]))
+            return sorted(rows, key=lambda row: (row[0], row[1]))
 
         return [
             EpochSummary(session=r[0], epoch=r[1], time=from_micros(r[2]), text=r[3])

@@ -80,16 +80,16 @@ def _page(row: Sequence[Any]) -> Page:
     )
 
 
-def _journal(r: Sequence[Any]) -> JournalEntry:
+def _journal(row: Sequence[Any]) -> JournalEntry:
     return JournalEntry(
-        id=r[0],
-        time=from_iso(r[1]),
-        who=r[2],
-        session=r[3],
-        action=r[4],
-        target=r[5],
-        before=r[6],
-        after=r[7],
+        id=row[0],
+        time=from_iso(row[1]),
+        who=row[2],
+        session=row[3],
+        action=row[4],
+        target=row[5],
+        before=row[6],
+        after=row[7],
     )
 
 
@@ -197,9 +197,9 @@ class MemoryRepo(Repository):
 
         self._in_write("indexing summaries", work, guard=INDEX_LOCK, durable=False)
 
-    def between(self, start: datetime, end: datetime, k: int) -> list[Found]:
+    def between(self, start: datetime, end: datetime, limit: int) -> list[Found]:
         return self._in_read(
-            "reading a period's rows", lambda db: search.between(db, start, end, k)
+            "reading a period's rows", lambda db: search.between(db, start, end, limit)
         )
 
     def row_count(self) -> int:

@@ -1,24 +1,27 @@
-"""What both stores' searches share: the columns of a found row and their decoding, and
-``between`` (a period's log rows, no text index needed). Matching and ranking are each
-backend's own: ``sqlite.search`` (FTS5's bm25, lower is better: its scores come negated)
-and ``postgres.search`` (the same bm25 over a ``tsvector``, higher is better)."""
+"""What both stores' searches share: the columns of a found row and their decoding,
+``between`` (a period's log rows, no text index needed), and the store's four search
+methods (``Searches``), each one read transaction around the backend's SQL. Matching and
+ranking are each backend's own (``TextSearch``): ``sqlite.search`` (FTS5's bm25, lower is
+better: its scores come negated) and ``postgres.search`` (the same bm25 over a
+``tsvector``, higher is better)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from tether.records import Found, Hit
-from tether.stores.dialect import Sql, from_micros, micros
+from tether.records import Found, Hit, SearchQuery
+from tether.stores.dialect import Repository, Sql, from_micros, micros
 
 #: A found row's columns (``d`` is ``doc``); a score follows them.
 FOUND_COLUMNS = "d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time, d.text"
 
 
-def positive(k: int) -> None:
-    if k < 1:
-        raise ValueError("k must be at least 1")
+def positive(limit: int) -> None:
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
 
 
 def located(kind: str, session: Any, turn: Any, ref: Any) -> tuple[Any, Any, Any, Any]:
@@ -68,13 +71,60 @@ def hit(found: Found) -> Hit:
     )
 
 
-def between(db: Sql, start: datetime, end: datetime, k: int) -> list[Found]:
-    """The first ``k`` log rows (user and assistant) written in ``[start, end)``."""
-    positive(k)
+def between(db: Sql, start: datetime, end: datetime, limit: int) -> list[Found]:
+    """The first ``limit`` log rows (user and assistant) written in ``[start, end)``."""
+    positive(limit)
     rows = db.all(
         f"SELECT {FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE d.kind = 'turn'"
         " AND d.field IN ('user', 'assistant') AND d.time >= ? AND d.time < ?"
         " ORDER BY d.time, d.id LIMIT ?",
-        (micros(start), micros(end), k),
+        (micros(start), micros(end), limit),
     )
     return [found_row(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class TextSearch:
+    """A backend's SQL of searching its text index, each function over the driver's
+    connection inside a read transaction (``sqlite.search.FTS``, ``postgres.search.TSV``)."""
+
+    search: Callable[[Any, SearchQuery, int], list[Hit]]
+    #: (connection, query, k, aside, only)
+    search_terms: Callable[[Any, SearchQuery, int, float, Sequence[str] | None], list[Found]]
+    #: (connection, query, k, within, only)
+    newest: Callable[[Any, SearchQuery, int, int | None, Sequence[str] | None], list[Found]]
+    count_matches: Callable[[Any, Sequence[SearchQuery], int], list[int]]
+
+
+class Searches(Repository):
+    """The ``TextIndex`` searches of both stores (a mixin): each runs its backend's
+    ``text_search`` in one read transaction."""
+
+    text_search: ClassVar[TextSearch]
+
+    def search(self, query: SearchQuery, limit: int) -> list[Hit]:
+        return self._in_read("searching", lambda db: self.text_search.search(db.c, query, limit))
+
+    def search_terms(
+        self, query: SearchQuery, limit: int, *, aside: float, only: Sequence[str] | None = None
+    ) -> list[Found]:
+        return self._in_read(
+            "searching", lambda db: self.text_search.search_terms(db.c, query, limit, aside, only)
+        )
+
+    def newest(
+        self,
+        query: SearchQuery,
+        limit: int,
+        *,
+        within: int | None = None,
+        only: Sequence[str] | None = None,
+    ) -> list[Found]:
+        return self._in_read(
+            "searching", lambda db: self.text_search.newest(db.c, query, limit, within, only)
+        )
+
+    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+        return self._in_read(
+            "counting matches", lambda db: self.text_search.count_matches(db.c, queries, cap)
+        )

@@ -380,79 +380,79 @@ def fields(struct: Any) -> dict[str, Any]:
     return {f: getattr(struct, f) for f in struct.__struct_fields__}
 
 
-def owner_row(r: Sequence[Any]) -> Owner:
+def owner_row(row: Sequence[Any]) -> Owner:
     return Owner(
-        id=r[0],
-        timezone_name=r[1],
-        account_generation=r[2],
-        source_generation=r[3],
-        receipt_namespace=r[4],
-        first_date=date.fromisoformat(r[5]),
-        created_at=from_iso(r[6]),
-        deleted_at=opt_from_iso(r[7]),
+        id=row[0],
+        timezone_name=row[1],
+        account_generation=row[2],
+        source_generation=row[3],
+        receipt_namespace=row[4],
+        first_date=date.fromisoformat(row[5]),
+        created_at=from_iso(row[6]),
+        deleted_at=opt_from_iso(row[7]),
     )
 
 
-def fact_row(r: Sequence[Any]) -> Fact:
+def fact_row(row: Sequence[Any]) -> Fact:
     return Fact(
-        id=r[0],
-        owner=r[1],
-        subject=r[2],
-        entity=r[3],
-        text=r[4],
-        authority=r[5],
-        refs=r[6],
-        origin_receipt=r[7],
-        active=bool(r[8]),
-        created_at=from_iso(r[9]),
-        updated_at=from_iso(r[10]),
-        visibility=r[11],
+        id=row[0],
+        owner=row[1],
+        subject=row[2],
+        entity=row[3],
+        text=row[4],
+        authority=row[5],
+        refs=row[6],
+        origin_receipt=row[7],
+        active=bool(row[8]),
+        created_at=from_iso(row[9]),
+        updated_at=from_iso(row[10]),
+        visibility=row[11],
     )
 
 
-def trigger_row(r: Sequence[Any]) -> StandingTrigger:
+def trigger_row(row: Sequence[Any]) -> StandingTrigger:
     return StandingTrigger(
-        owner=r[0],
-        id=r[1],
-        condition=r[2],
-        authority=r[3],
-        provenance=r[4],
-        active=bool(r[5]),
-        updated_at=from_iso(r[6]),
+        owner=row[0],
+        id=row[1],
+        condition=row[2],
+        authority=row[3],
+        provenance=row[4],
+        active=bool(row[5]),
+        updated_at=from_iso(row[6]),
     )
 
 
-def journal_row(r: Sequence[Any]) -> JournalRow:
+def journal_row(row: Sequence[Any]) -> JournalRow:
     return JournalRow(
-        id=r[0],
-        owner=r[1],
-        receipt_id=r[2],
-        time=from_iso(r[3]),
-        who=r[4],
-        action=r[5],
-        target=r[6],
-        before=r[7],
-        after=r[8],
-        evidence=r[9],
+        id=row[0],
+        owner=row[1],
+        receipt_id=row[2],
+        time=from_iso(row[3]),
+        who=row[4],
+        action=row[5],
+        target=row[6],
+        before=row[7],
+        after=row[8],
+        evidence=row[9],
     )
 
 
-def receipt_row(r: Sequence[Any]) -> Receipt:
+def receipt_row(row: Sequence[Any]) -> Receipt:
     return Receipt(
-        id=r[0],
-        owner=r[1],
-        namespace=r[2],
-        local_date=date.fromisoformat(r[3]),
-        kind=r[4],
-        source_key=r[5],
-        ordinal=r[6],
-        account_generation=r[7],
-        source_generation=r[8],
-        digest=r[9],
-        state=r[10],
-        claimant=r[11],
-        lease_until=from_iso(r[12]),
-        attempts=r[13],
-        outcome=r[14],
-        updated_at=from_iso(r[15]),
+        id=row[0],
+        owner=row[1],
+        namespace=row[2],
+        local_date=date.fromisoformat(row[3]),
+        kind=row[4],
+        source_key=row[5],
+        ordinal=row[6],
+        account_generation=row[7],
+        source_generation=row[8],
+        digest=row[9],
+        state=row[10],
+        claimant=row[11],
+        lease_until=from_iso(row[12]),
+        attempts=row[13],
+        outcome=row[14],
+        updated_at=from_iso(row[15]),
     )

@@ -253,14 +253,14 @@ class VectorMatrix:
     # -- search ------------------------------------------------------------------------
 
     def nearest(
-        self, query: Matrix, k: int, *, docs: Sequence[int] | None = None
+        self, query: Matrix, limit: int, *, docs: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        """The ``k`` doc ids whose best vector is nearest ``query`` (dot product with the
+        """The ``limit`` doc ids whose best vector is nearest ``query`` (dot product with the
         decoded vector), best first, with that score; among ``docs`` if given. As the
         float32 product would rank them: the best ``3 k`` vectors (parts of one doc
         compete), each doc at its best."""
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
         n = self._rows
         live = self._live[:n]
         count = len(self)  # kept as rows are masked: a sum over every row costs ~1 ms at 2M
@@ -270,7 +270,7 @@ class VectorMatrix:
         if not count:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        want = min(count, k * 3)
+        want = min(count, limit * 3)
         if self.graph is not None and docs is None and len(self.graph):
             rows = self._graph_candidates(q, live, want)
         else:
@@ -279,38 +279,38 @@ class VectorMatrix:
         order = np.argsort(-exact, kind="stable")[:want]
         docs_in_order = self._docs[rows[order]]
         # Each doc at its first (best) place, in that order: np.unique's first indices.
-        first = np.sort(np.unique(docs_in_order, return_index=True)[1])[:k]
+        first = np.sort(np.unique(docs_in_order, return_index=True)[1])[:limit]
         return list(zip(docs_in_order[first].tolist(), exact[order[first]].tolist(), strict=True))
 
     def _graph_candidates(
-        self, q: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], want: int
+        self, query: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], want: int
     ) -> npt.NDArray[np.intp]:
         """Rows to rescore: what the graph finds, and the best of the vectors it does not
         hold yet (an exact first pass over that tail)."""
         graph = self.graph
         assert graph is not None
-        rows = self._rows_of(graph.search(q, want))
+        rows = self._rows_of(graph.search(query, want))
         n = self._rows
         start = int(np.searchsorted(self._ids[:n], graph.last, side="right"))
         held = int(live[start:n].sum())
         if held:
-            rows = np.union1d(rows, self._candidates(q, live, min(want, held), start=start))
+            rows = np.union1d(rows, self._candidates(query, live, min(want, held), start=start))
         return rows
 
     def _candidates(
         self,
-        q: npt.NDArray[np.float32],
+        query: npt.NDArray[np.float32],
         live: npt.NDArray[np.bool_],
         want: int,
         *,
         start: int = 0,
     ) -> npt.NDArray[np.intp]:
-        """Rows (from ``start`` on) that hold the ``want`` best live vectors for ``q`` (a
+        """Rows (from ``start`` on) that hold the ``want`` best live vectors for ``query`` (a
         superset: the first pass's error bound is kept on both sides of its cut-off)."""
-        top = float(np.abs(q).max()) or 1.0
+        top = float(np.abs(query).max()) or 1.0
         qs = top / 127.0
-        q8 = np.clip(np.rint(q / qs), -127, 127).astype(np.int8)
-        bound = float(np.linalg.norm(q - q8.astype(np.float32) * np.float32(qs))) * self._norm
+        q8 = np.clip(np.rint(query / qs), -127, 127).astype(np.int8)
+        bound = float(np.linalg.norm(query - q8.astype(np.float32) * np.float32(qs))) * self._norm
         n = self._rows
         approx = _dots(self._codes[start:n], q8) * (self._scales[start:n] * qs)
         approx[~live[start:n]] = -np.inf
@@ -322,14 +322,14 @@ class VectorMatrix:
 
 
 def _rescore(
-    codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], q: npt.NDArray[np.float32]
+    codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
-    """Each decoded vector's (``codes * scale``) float32 dot product with ``q``. By
+    """Each decoded vector's (``codes * scale``) float32 dot product with ``query``. By
     ``einsum``'s own loop, not ``@``: a matrix-vector product goes to OpenBLAS, whose
     threads sleep between recalls and on two busy cores took 30-40 ms to wake for a
     few thousand rows (0.1 ms on one thread; benchmarks/RESULTS.md, issue 35)."""
     out: npt.NDArray[np.float32] = np.einsum(
-        "ij,j->i", codes.astype(np.float32) * scales[:, None], q
+        "ij,j->i", codes.astype(np.float32) * scales[:, None], query
     )
     return out
 

@@ -94,7 +94,7 @@ class OnboardingProducer:
         today = local_today(owner.timezone_name, now)
         marked = sorted(
             (m for m in self.store.sessions_meta().values() if m.onboarding and m.owner is None),
-            key=lambda m: (m.first_seen or now, m.session),
+            key=lambda meta: (meta.first_seen or now, meta.session),
         )
         out: list[Item] = []
         for m in marked:

@@ -88,9 +88,9 @@ def render(tools: list[Any], messages: list[dict[str, Any]]) -> list[str]:
     return [*out, IM_START, *pieces("assistant\n")]
 
 
-def common_prefix(a: list[str], b: list[str]) -> int:
-    pairs = zip(a, b, strict=False)
-    return next((i for i, (x, y) in enumerate(pairs) if x != y), min(len(a), len(b)))
+def common_prefix(cached: list[str], tokens: list[str]) -> int:
+    pairs = zip(cached, tokens, strict=False)
+    return next((i for i, (x, y) in enumerate(pairs) if x != y), min(len(cached), len(tokens)))
 
 
 def request_messages(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 Form = dict[str, str]
 
 
-def _screened(s: UiServices, text: str, what: str, form: Form) -> Screened:
-    path = s.home / ALLOW_FILE
+def _screened(services: UiServices, text: str, what: str, form: Form) -> Screened:
+    path = services.home / ALLOW_FILE
     return screen(
         text,
         what=what,
@@ -55,34 +55,34 @@ def _one_line(screened: Screened) -> None:
         )
 
 
-def edit_entry(s: UiServices, request: Request, form: Form) -> str:
+def edit_entry(services: UiServices, request: Request, form: Form) -> str:
     from tether.memory.identity import Identity
 
     eid = request.path_params["eid"]
-    screened = _screened(s, form.get("text", ""), "identity entry", form)
+    screened = _screened(services, form.get("text", ""), "identity entry", form)
     _one_line(screened)
-    with store_of(s) as store:
-        e = Identity(s.home, store).consolidate(
-            [eid], screened, who="owner", session=None, time=s.now()
+    with store_of(services) as store:
+        e = Identity(services.home, store).consolidate(
+            [eid], screened, who="owner", session=None, time=services.now()
         )
     return f"/memory#{e.id}"
 
 
-def remove_entry(s: UiServices, request: Request, _form: Form) -> str:
+def remove_entry(services: UiServices, request: Request, _form: Form) -> str:
     from tether.memory.identity import Identity
 
-    with store_of(s) as store:
-        Identity(s.home, store).remove(
-            [request.path_params["eid"]], who="owner", session=None, time=s.now()
+    with store_of(services) as store:
+        Identity(services.home, store).remove(
+            [request.path_params["eid"]], who="owner", session=None, time=services.now()
         )
     return "/memory"
 
 
-def promote_note(s: UiServices, request: Request, form: Form) -> str:
+def promote_note(services: UiServices, request: Request, form: Form) -> str:
     from tether.memory.identity import Identity
 
     nid: int = request.path_params["nid"]
-    with store_of(s) as store:
+    with store_of(services) as store:
         note = next((n for n in store.notes() if n.id == nid), None)
         if note is None:
             raise NotFoundError(f"no note {nid}")
@@ -91,27 +91,34 @@ def promote_note(s: UiServices, request: Request, form: Form) -> str:
                 f"note {nid} is untrusted (written after the agent read outside content): "
                 "it is never promoted; add the entry yourself if it is right"
             )
-        screened = _screened(s, note.text, "identity entry", form)
+        screened = _screened(services, note.text, "identity entry", form)
         _one_line(screened)
-        e = Identity(s.home, store).add(screened, who="owner", session=None, time=s.now())
+        e = Identity(services.home, store).add(
+            screened, who="owner", session=None, time=services.now()
+        )
     return f"/memory#{e.id}"
 
 
-def redact_secrets(s: UiServices, _request: Request, _form: Form) -> str:
+def redact_secrets(services: UiServices, _request: Request, _form: Form) -> str:
     from tether.memory.identity import Identity
     from tether.memory.secret_scan import scan_memory
 
-    allow = home_allow(s.home)
-    with store_of(s) as store, sweep_of(s) as sweep:
+    allow = home_allow(services.home)
+    with store_of(services) as store, sweep_of(services) as sweep:
         scan_memory(
-            Identity(s.home, store), store, allow=allow, fix=True, time=s.now(), sweep=sweep
+            Identity(services.home, store),
+            store,
+            allow=allow,
+            fix=True,
+            time=services.now(),
+            sweep=sweep,
         )
     return "/scan"
 
 
-def discard_session(s: UiServices, request: Request, _form: Form) -> str:
+def discard_session(services: UiServices, request: Request, _form: Form) -> str:
     from tether.sweep.marks import discard
 
     sid = session_id(request.path_params["sid"])
-    discard(s.home, lambda: store_of(s), sid, undo=False, time=s.now())
+    discard(services.home, lambda: store_of(services), sid, undo=False, time=services.now())
     return f"/sessions/{sid}"

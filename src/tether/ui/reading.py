@@ -37,8 +37,8 @@ TURNS_PER_PAGE = 50
 ROWS_PER_PAGE = 100
 
 
-def stamp(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def stamp(time: datetime) -> str:
+    return time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def shown(text: str, allow: frozenset[str] = frozenset()) -> str:
@@ -157,27 +157,29 @@ def session_rows(home: Path, page: int) -> tuple[Paged, list[SessionRow]]:
     return p, [_row(home, sid) for sid in ids[p.start : p.stop]]
 
 
-def _line(r: LogRecord, epoch: int, turn: int, tainted: bool, allow: frozenset[str]) -> Line | None:
+def _line(
+    record: LogRecord, epoch: int, turn: int, tainted: bool, allow: frozenset[str]
+) -> Line | None:
     trust = "tainted" if tainted else "trusted"
-    t = stamp(r.time)
-    if isinstance(r, User):
-        return Line(epoch, turn, t, "owner", shown(r.text, allow), trust, first_of_turn=True)
-    if isinstance(r, Assistant):
-        return Line(epoch, turn, t, "agent", shown(r.text, allow), trust)
-    if isinstance(r, ToolCall):
-        args = msgspec.json.encode(r.args).decode()
-        return Line(epoch, turn, t, "tool_call", shown(f"{r.name} {args}", allow), trust)
-    if isinstance(r, ToolResult):
-        label = "untrusted" if r.untrusted else trust
-        said = f"{r.class_}, {len(r.content)} chars (not shown)"
+    t = stamp(record.time)
+    if isinstance(record, User):
+        return Line(epoch, turn, t, "owner", shown(record.text, allow), trust, first_of_turn=True)
+    if isinstance(record, Assistant):
+        return Line(epoch, turn, t, "agent", shown(record.text, allow), trust)
+    if isinstance(record, ToolCall):
+        args = msgspec.json.encode(record.args).decode()
+        return Line(epoch, turn, t, "tool_call", shown(f"{record.name} {args}", allow), trust)
+    if isinstance(record, ToolResult):
+        label = "untrusted" if record.untrusted else trust
+        said = f"{record.class_}, {len(record.content)} chars (not shown)"
         return Line(epoch, turn, t, "tool_result", said, label)
-    if isinstance(r, ToolSummary):
-        label = "untrusted" if r.untrusted else trust
-        return Line(epoch, turn, t, "tool_summary", shown(r.content, allow), label)
-    if isinstance(r, TurnError):
-        return Line(epoch, turn, t, "error", r.kind, trust)
-    if isinstance(r, EpochEnd):
-        return Line(epoch, turn, t, "compaction", f"compacted into epoch {r.next}", trust)
+    if isinstance(record, ToolSummary):
+        label = "untrusted" if record.untrusted else trust
+        return Line(epoch, turn, t, "tool_summary", shown(record.content, allow), label)
+    if isinstance(record, TurnError):
+        return Line(epoch, turn, t, "error", record.kind, trust)
+    if isinstance(record, EpochEnd):
+        return Line(epoch, turn, t, "compaction", f"compacted into epoch {record.next}", trust)
     return None
 
 
@@ -198,8 +200,8 @@ def session_page(
     p = paged(total, page, TURNS_PER_PAGE)
     lo, hi = p.start + 1, p.stop  # turns shown, inclusive
 
-    def visible(t: int) -> bool:
-        return total == 0 or lo <= min(max(t, 1), total) <= hi
+    def visible(at_turn: int) -> bool:
+        return total == 0 or lo <= min(max(at_turn, 1), total) <= hi
 
     lines: list[Line] = []
     epochs: list[EpochView] = []

@@ -27,16 +27,16 @@ View = tuple[str, dict[str, Any]]
 
 
 @contextlib.contextmanager
-def store_of(s: UiServices) -> Iterator[Store]:
+def store_of(services: UiServices) -> Iterator[Store]:
     """The home's store, as the page holds it (``UiServices.store``: opened once)."""
-    yield s.store()
+    yield services.store()
 
 
 @contextlib.contextmanager
-def sweep_of(s: UiServices, *, migrate: bool = False) -> Iterator[SweepStore]:
+def sweep_of(services: UiServices, *, migrate: bool = False) -> Iterator[SweepStore]:
     """The sweep store: as a reader for recall and the memory scan, with its tables made
     (``migrate``) for the sweep's own listings, as the CLI takes each (held by the page)."""
-    yield s.sweep(migrate)
+    yield services.sweep(migrate)
 
 
 def _page(request: Request) -> int:
@@ -46,36 +46,36 @@ def _page(request: Request) -> int:
         raise BadInputError("page must be a number") from None
 
 
-def overview(s: UiServices, _request: Request) -> View:
+def overview(services: UiServices, _request: Request) -> View:
     from tether.sessions import list_sessions
 
-    with store_of(s) as store:
+    with store_of(services) as store:
         notes = len(store.notes())
         journal = len(store.journal(None))
     return "overview.html", {
-        "home": str(s.home),
-        "sessions": len(list_sessions(s.home)),
+        "home": str(services.home),
+        "sessions": len(list_sessions(services.home)),
         "notes": notes,
         "journal": journal,
     }
 
 
-def sessions(s: UiServices, request: Request) -> View:
-    p, rows = session_rows(s.home, _page(request))
+def sessions(services: UiServices, request: Request) -> View:
+    p, rows = session_rows(services.home, _page(request))
     return "sessions.html", {"p": p, "rows": rows}
 
 
-def session(s: UiServices, request: Request) -> View:
+def session(services: UiServices, request: Request) -> View:
     sid = session_id(request.path_params["sid"])
-    page = session_page(s.home, sid, _page(request), home_allow(s.home))
+    page = session_page(services.home, sid, _page(request), home_allow(services.home))
     return "session.html", {"s": page, "starts": epoch_pages(page.epochs)}
 
 
-def segment(s: UiServices, request: Request) -> View:
+def segment(services: UiServices, request: Request) -> View:
     from tether.checkpoint.bank import read_segment
 
     name = request.path_params["name"]
-    return "segment.html", {"segment": name, "text": shown(read_segment(s.home, name))}
+    return "segment.html", {"segment": name, "text": shown(read_segment(services.home, name))}
 
 
 def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
@@ -99,7 +99,7 @@ def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
     return ref, ""
 
 
-def recall(s: UiServices, request: Request) -> View:
+def recall(services: UiServices, request: Request) -> View:
     from tether.checkpoint.recallable import catch_up
     from tether.memory.indexer import index_home
     from tether.memory.readiness import ready_for_recall
@@ -113,21 +113,21 @@ def recall(s: UiServices, request: Request) -> View:
     fused = False
     note: str | None = None
     if query:
-        with store_of(s) as store:
-            catch_up(s.home, allow=home_allow(s.home))  # windows the hooks banked
-            errors = [(sid, shown(p)) for sid, p in index_home(s.home, store).errors]
-            vectors = s.vectors()  # after the store is open: it migrates the file
+        with store_of(services) as store:
+            catch_up(services.home, allow=home_allow(services.home))  # windows the hooks banked
+            errors = [(sid, shown(p)) for sid, p in index_home(services.home, store).errors]
+            vectors = services.vectors()  # after the store is open: it migrates the file
             # A few rows indexed since without a vector are embedded first; else the
             # page says it searched by words only, and why (``memory.readiness``).
             ready = ready_for_recall(vectors)
             fused, note = ready.fused, ready.notice
-            with sweep_of(s) as sweep:
+            with sweep_of(services) as sweep:
                 found = find(
-                    s.home,
+                    services.home,
                     store,
                     query,
                     50,
-                    time=s.now(),
+                    time=services.now(),
                     sweep=sweep,
                     vectors=vectors,
                     in_time_order=in_time,
@@ -157,14 +157,14 @@ def recall(s: UiServices, request: Request) -> View:
     }
 
 
-def memory(s: UiServices, _request: Request) -> View:
+def memory(services: UiServices, _request: Request) -> View:
     from tether.memory.identity import Identity
 
-    with store_of(s) as store:
-        identity = Identity(s.home, store)
+    with store_of(services) as store:
+        identity = Identity(services.home, store)
         entries = identity.entries()
         notes = store.notes()
-    allow = home_allow(s.home)
+    allow = home_allow(services.home)
     return "memory.html", {
         "file": str(identity.path),
         "entries": [{"id": e.id, "text": shown(e.text, allow)} for e in entries],
@@ -203,9 +203,9 @@ def _refs(text: str) -> list[dict[str, str]]:
     return out
 
 
-def facts(s: UiServices, _request: Request) -> View:
+def facts(services: UiServices, _request: Request) -> View:
     owners: list[dict[str, Any]] = []
-    with sweep_of(s, migrate=True) as sweep, sweep.transaction(write=False) as tx:
+    with sweep_of(services, migrate=True) as sweep, sweep.transaction(write=False) as tx:
         for o in tx.owners():
             owners.append(
                 {
@@ -229,8 +229,8 @@ def facts(s: UiServices, _request: Request) -> View:
     return "facts.html", {"owners": owners}
 
 
-def journal(s: UiServices, request: Request) -> View:
-    with store_of(s) as store:
+def journal(services: UiServices, request: Request) -> View:
+    with store_of(services) as store:
         entries = list(reversed(store.journal(None)))  # newest first
     p = paged(len(entries), _page(request))
     rows = [
@@ -248,10 +248,10 @@ def journal(s: UiServices, request: Request) -> View:
     return "journal.html", {"p": p, "rows": rows}
 
 
-def _telemetry(s: UiServices, limit: int = 50) -> list[dict[str, Any]]:
+def _telemetry(services: UiServices, limit: int = 50) -> list[dict[str, Any]]:
     from tether.sweep.telemetry import TELEMETRY_FILE
 
-    path = s.home / TELEMETRY_FILE
+    path = services.home / TELEMETRY_FILE
     try:
         lines = read_home_bytes(path).splitlines()
     except FileNotFoundError:
@@ -265,12 +265,12 @@ def _telemetry(s: UiServices, limit: int = 50) -> list[dict[str, Any]]:
     return out
 
 
-def sweep(s: UiServices, _request: Request) -> View:
+def sweep(services: UiServices, _request: Request) -> View:
     from tether.sweep.status import status
 
     rows: list[dict[str, Any]] = []
-    with sweep_of(s, migrate=True) as store:
-        done = status(s.home, s.config.sweep, store)
+    with sweep_of(services, migrate=True) as store:
+        done = status(services.home, services.config.sweep, store)
         with store.transaction(write=False) as tx:
             journals = {o.owner.id: tx.journal(o.owner.id) for o in done.owners}
     for o in done.owners:
@@ -301,14 +301,14 @@ def sweep(s: UiServices, _request: Request) -> View:
                 ],
             }
         )
-    return "sweep.html", {"state": done.state, "owners": rows, "runs": _telemetry(s)}
+    return "sweep.html", {"state": done.state, "owners": rows, "runs": _telemetry(services)}
 
 
-def jobs(s: UiServices, request: Request) -> View:
+def jobs(services: UiServices, request: Request) -> View:
     from tether.scheduler.ledger import RunLedger
     from tether.scheduler.listing import job_listing
 
-    runs = RunLedger(s.home).read()
+    runs = RunLedger(services.home).read()
     listed: list[dict[str, Any]] = [
         {"name": j.name, "error": shown(j.error)}
         if j.error is not None
@@ -318,7 +318,7 @@ def jobs(s: UiServices, request: Request) -> View:
             "next": None if j.next_run is None else stamp(j.next_run),
             "error": None,
         }
-        for j in job_listing(s.home, s.now(), runs)
+        for j in job_listing(services.home, services.now(), runs)
     ]
     p = paged(len(runs), _page(request))
     shown_runs = [
@@ -334,7 +334,7 @@ def jobs(s: UiServices, request: Request) -> View:
     return "jobs.html", {"jobs": listed, "runs": shown_runs, "p": p}
 
 
-def usage(s: UiServices, request: Request) -> View:
+def usage(services: UiServices, request: Request) -> View:
     import dataclasses
 
     from tether.usage.report import usage as usage_report
@@ -342,8 +342,8 @@ def usage(s: UiServices, request: Request) -> View:
     by = request.query_params.get("by", "kind")
     if by not in ("kind", "day", "session"):
         raise BadInputError("by is one of kind, day, session")
-    with sweep_of(s) as sweep, store_of(s) as store:
-        found = usage_report(s.home, s.config, store, sweep, by=by)  # type: ignore[arg-type]  # checked above
+    with sweep_of(services) as sweep, store_of(services) as store:
+        found = usage_report(services.home, services.config, store, sweep, by=by)  # type: ignore[arg-type]  # checked above
     done = found.report
     return "usage.html", {
         "by": by,
@@ -354,13 +354,18 @@ def usage(s: UiServices, request: Request) -> View:
     }
 
 
-def scan(s: UiServices, _request: Request) -> View:
+def scan(services: UiServices, _request: Request) -> View:
     from tether.memory.identity import Identity
     from tether.memory.secret_scan import scan_memory
 
-    allow = home_allow(s.home)
-    with store_of(s) as store, sweep_of(s) as sweep:
+    allow = home_allow(services.home)
+    with store_of(services) as store, sweep_of(services) as sweep:
         report = scan_memory(
-            Identity(s.home, store), store, allow=allow, fix=False, time=s.now(), sweep=sweep
+            Identity(services.home, store),
+            store,
+            allow=allow,
+            fix=False,
+            time=services.now(),
+            sweep=sweep,
         )
     return "scan.html", {"places": report.places}

@@ -207,7 +207,7 @@ def _render(chosen: Sequence[_Item], omitted: int) -> str:
     for section, title in _TITLES.items():
         lines = [i for i in chosen if i.section == section]
         if section == 0:  # each checkpoint's notes under its link
-            lines.sort(key=lambda i: (i.owner, i.line.startswith("  ")))
+            lines.sort(key=lambda item: (item.owner, item.line.startswith("  ")))
         if lines:
             out += [title, *(i.line for i in lines), "\n"]
     if omitted:

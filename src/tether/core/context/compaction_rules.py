@@ -71,15 +71,19 @@ _RECORD = re.compile(r"\{\s*\"type\"\s*:")
 
 def neutralise(text: str) -> str:
     """Defang role markers, chat-template tokens, tool-call tags and log-record lookalikes."""
-    text = _SPECIAL.sub(lambda m: "‹" + m.group(0)[1:-1] + "›", text)
-    text = _TAGS.sub(lambda m: "‹" + m.group(0)[1:-1] + "›", text)
+    text = _SPECIAL.sub(lambda match: "‹" + match.group(0)[1:-1] + "›", text)
+    text = _TAGS.sub(lambda match: "‹" + match.group(0)[1:-1] + "›", text)
     text = _BRACKETS.sub(
-        lambda m: (
-            m.group(0).replace("[", "(").replace("]", ")").replace("<<", "((").replace(">>", "))")
+        lambda match: (
+            match.group(0)
+            .replace("[", "(")
+            .replace("]", ")")
+            .replace("<<", "((")
+            .replace(">>", "))")
         ),
         text,
     )
-    text = _ROLE_LINE.sub(lambda m: f"{m.group(1)}({m.group(2)}){m.group(3)}", text)
+    text = _ROLE_LINE.sub(lambda match: f"{match.group(1)}({match.group(2)}){match.group(3)}", text)
     return _RECORD.sub("{ type:", text)
 
 

@@ -78,7 +78,7 @@ def build_block(
         return block
     left = budget_tokens - tokens.count(block) - tokens.count(FACTS_HEADER)
     lines: list[str] = []
-    for f in sorted(facts, key=lambda f: -_RANK.get(f.authority, 0)):
+    for f in sorted(facts, key=lambda fact: -_RANK.get(fact.authority, 0)):
         line = "- " + " ".join(f.text.split()) + "\n"
         cost = tokens.count(line)
         if cost > left:

@@ -63,7 +63,7 @@ def tier_items(
                 last_found=stat.last if stat else None,
             )
         )
-    for n in sorted(notes, key=lambda n: n.id):
+    for n in sorted(notes, key=lambda note: note.id):
         ref = f"note:{n.id}"
         stat = stats.get(ref)
         items.append(
@@ -110,8 +110,8 @@ def cap_notes(items: Sequence[TierItem], notes: int | None) -> Listing:
     return Listing(shown, more_notes=len(every) - notes)
 
 
-def _when(t: datetime | None) -> str:
-    return "never" if t is None else f"{t.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+def _when(time: datetime | None) -> str:
+    return "never" if time is None else f"{time.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def _found(item: TierItem) -> str:
@@ -158,8 +158,8 @@ def more_line(more: int) -> str:
     )
 
 
-def _iso(t: datetime | None) -> str | None:
-    return None if t is None else t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _iso(time: datetime | None) -> str | None:
+    return None if time is None else time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def listing_json(listing: Listing) -> dict[str, Any]:

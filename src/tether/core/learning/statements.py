@@ -120,7 +120,7 @@ def statements(
         if t.role != "owner":
             continue
         found = [s for s in sentences(t.text) if claim(s) is not None]
-        found.sort(key=lambda s: -len(content_words(s)))
+        found.sort(key=lambda sentence: -len(content_words(sentence)))
         for sentence in found[: max(0, per_turn)]:
             made = claim(sentence)
             assert made is not None
@@ -255,16 +255,16 @@ def claim(sentence: str) -> tuple[str, str] | None:
     return s, _entity(s, topic)
 
 
-def _entity(s: str, topic: Sequence[str]) -> str:
+def _entity(text: str, topic: Sequence[str]) -> str:
     for pattern, kind in _FIXED:
-        m = pattern.match(s)
+        m = pattern.match(text)
         if m is None:
             continue
         if kind in {"name", "home", "employer", "occupation"}:
             return kind
-        rest = content_words(s[m.end() :].split(",", 1)[0])
+        rest = content_words(text[m.end() :].split(",", 1)[0])
         return _key(kind, rest[:2] or topic[:2])
-    m = re.match(r"^(?:my|our) ([a-z]+)(?:['’]s ([a-z]+))?", s, re.I)
+    m = re.match(r"^(?:my|our) ([a-z]+)(?:['’]s ([a-z]+))?", text, re.I)
     if m is not None:
         parts = [p.lower() for p in m.groups() if p]
         return _key("", parts)

@@ -194,26 +194,26 @@ def _latest_month(month: int, year: str | None, today: date) -> int:
     return today.year if month <= today.month else today.year - 1
 
 
-def _ago(n: int, unit: str, today: date, now: datetime, text: str) -> Period | None:
-    if n == 0:
+def _ago(count: int, unit: str, today: date, now: datetime, text: str) -> Period | None:
+    if count == 0:
         return _days(today, today, now, text)
     if unit == "month":
-        center = _months_back(today, n)
+        center = _months_back(today, count)
     elif unit == "year":
-        center = _months_back(today, 12 * n)
+        center = _months_back(today, 12 * count)
     else:
-        center = today - timedelta(days=n * _UNIT_DAYS[unit])
-    slack = max(1, round(n * _UNIT_DAYS[unit] * SLACK))
+        center = today - timedelta(days=count * _UNIT_DAYS[unit])
+    slack = max(1, round(count * _UNIT_DAYS[unit] * SLACK))
     return _days(center - timedelta(days=slack), center + timedelta(days=slack), now, text)
 
 
-def _back_to(n: int, unit: str, today: date, now: datetime, text: str) -> Period:
+def _back_to(count: int, unit: str, today: date, now: datetime, text: str) -> Period:
     if unit == "month":
-        first = _months_back(today, n)
+        first = _months_back(today, count)
     elif unit == "year":
-        first = _months_back(today, 12 * n)
+        first = _months_back(today, 12 * count)
     else:
-        first = today - timedelta(days=n * _UNIT_DAYS[unit])
+        first = today - timedelta(days=count * _UNIT_DAYS[unit])
     return _days(first, today, now, text)
 
 
@@ -228,10 +228,10 @@ def _calendar(unit: str, back: int, today: date, now: datetime, text: str) -> Pe
     return _days(date(today.year - back, 1, 1), date(today.year - back, 12, 31), now, text)
 
 
-def _period(kind: str, m: re.Match[str], today: date, now: datetime) -> Period | None:
-    text = m.group(0)
+def _period(kind: str, match: re.Match[str], today: date, now: datetime) -> Period | None:
+    text = match.group(0)
     if kind == "ago":
-        return _ago(_number(m.group(1)), m.group(2).lower(), today, now, text)
+        return _ago(_number(match.group(1)), match.group(2).lower(), today, now, text)
     if kind == "day_before_yesterday":
         day = today - timedelta(days=2)
         return _days(day, day, now, text)
@@ -241,44 +241,44 @@ def _period(kind: str, m: re.Match[str], today: date, now: datetime) -> Period |
     if kind == "today":
         return _days(today, today, now, text)
     if kind == "past_n":
-        return _back_to(_number(m.group(1)), m.group(2).lower(), today, now, text)
+        return _back_to(_number(match.group(1)), match.group(2).lower(), today, now, text)
     if kind == "past_one":
-        return _back_to(1, m.group(1).lower(), today, now, text)
+        return _back_to(1, match.group(1).lower(), today, now, text)
     if kind in ("last_unit", "this_unit"):
-        return _calendar(m.group(1).lower(), int(kind == "last_unit"), today, now, text)
+        return _calendar(match.group(1).lower(), int(kind == "last_unit"), today, now, text)
     if kind == "since_start":
-        unit = m.group(1).lower()
+        unit = match.group(1).lower()
         first = date(today.year, 1, 1) if unit == "year" else date(today.year, today.month, 1)
         return _days(first, today, now, text)
     if kind == "since_month":
-        month = _MONTHS[m.group(1).lower()]
-        year = _latest_month(month, m.group(2), today)
+        month = _MONTHS[match.group(1).lower()]
+        year = _latest_month(month, match.group(2), today)
         first = date(year, month, 1)
         return _days(first, max(first, today), now, text)
     if kind == "weekday":
-        back = (today.weekday() - _WEEKDAYS[m.group(1).lower()] - 1) % 7 + 1
+        back = (today.weekday() - _WEEKDAYS[match.group(1).lower()] - 1) % 7 + 1
         day = today - timedelta(days=back)
         return _days(day, day, now, text)
     if kind == "month":
-        month = _MONTHS[m.group(1).lower()]
+        month = _MONTHS[match.group(1).lower()]
         # "may" is also a verb: only "in/during May" or "May 2023" count.
-        if m.group(1).lower() == "may" and not (
-            m.group(2) or text.lower().startswith(("in", "dur"))
+        if match.group(1).lower() == "may" and not (
+            match.group(2) or text.lower().startswith(("in", "dur"))
         ):
             return None
-        return _days(*_month_span(_latest_month(month, m.group(2), today), month), now, text)
+        return _days(*_month_span(_latest_month(month, match.group(2), today), month), now, text)
     if kind == "year":
-        year = int(m.group(1))
+        year = int(match.group(1))
         return _days(date(year, 1, 1), date(year, 12, 31), now, text)
     if kind == "date_iso":
-        day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        day = date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
         return _days(day, day, now, text)
     if kind in ("date_md", "date_dm"):
         month_at, day_at = (1, 2) if kind == "date_md" else (2, 1)
-        month = _MONTHS[m.group(month_at).lower()]
-        number = int(m.group(day_at))
-        if m.group(3):
-            day = date(int(m.group(3)), month, number)
+        month = _MONTHS[match.group(month_at).lower()]
+        number = int(match.group(day_at))
+        if match.group(3):
+            day = date(int(match.group(3)), month, number)
         else:  # the latest such day not after today
             day = date(today.year, month, number)
             if day > today:
@@ -300,7 +300,7 @@ def find_period(text: str, now: datetime) -> Period | None:
         m = pattern.search(text)
         if m is not None:
             found.append((m.start(), order, kind, m))
-    for _, _, kind, m in sorted(found, key=lambda f: (f[0], f[1])):
+    for _, _, kind, m in sorted(found, key=lambda found_at: (found_at[0], found_at[1])):
         try:
             period = _period(kind, m, today, now)
         except (ValueError, OverflowError, KeyError):

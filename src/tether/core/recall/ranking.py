@@ -105,7 +105,7 @@ def fold(
         )
         for key, scored in groups.items()
     ]
-    out.sort(key=lambda s: -s.score)
+    out.sort(key=lambda scored: -scored.score)
     return out
 
 
@@ -117,10 +117,10 @@ def by_session(turns: Sequence[Scored], rest: float = SESSION_REST) -> list[Sess
             grouped.setdefault(t.key[0], []).append(t)
     out = []
     for session, ts in grouped.items():
-        ordered = sorted(ts, key=lambda s: -s.score)
+        ordered = sorted(ts, key=lambda scored: -scored.score)
         score = ordered[0].score + rest * sum(s.score for s in ordered[1:])
         out.append(SessionScore(session, score, tuple(ordered)))
-    out.sort(key=lambda s: -s.score)
+    out.sort(key=lambda scored: -scored.score)
     return out
 
 
@@ -187,7 +187,7 @@ def fold_best(
     for key, scored in groups.items():
         top = max(scored, key=lambda sr: sr[0])
         out.append(Scored(key=key, score=top[0], best=top[1], rows=tuple(r for _, r in scored)))
-    out.sort(key=lambda s: -s.score)
+    out.sort(key=lambda scored: -scored.score)
     return out
 
 
@@ -244,7 +244,7 @@ def blend(
         score, best, rows = fused.get(s.key, (0.0, s.best, ()))
         fused[s.key] = (score + near, best, rows + s.rows)
     out = [Scored(key=key, score=v[0], best=v[1], rows=v[2]) for key, v in fused.items()]
-    out.sort(key=lambda s: -s.score)
+    out.sort(key=lambda scored: -scored.score)
     return out
 
 
@@ -272,5 +272,5 @@ def blend_sessions(
         seen = {t.key for t in turns}
         fused[s.session] = (score + near, turns + tuple(t for t in s.turns if t.key not in seen))
     out = [SessionScore(session, v[0], v[1]) for session, v in fused.items()]
-    out.sort(key=lambda s: -s.score)
+    out.sort(key=lambda scored: -scored.score)
     return out

@@ -139,5 +139,5 @@ def chronological(
 ) -> list[T]:
     """``items`` oldest first; items without a time last; ties by ``key`` (session, turn)."""
     dated = [(when, key(i), n, i) for n, i in enumerate(items) if (when := time_of(i)) is not None]
-    dated.sort(key=lambda d: (d[0], d[1], d[2]))
+    dated.sort(key=lambda dated_item: (dated_item[0], dated_item[1], dated_item[2]))
     return [d[3] for d in dated] + [i for i in items if time_of(i) is None]

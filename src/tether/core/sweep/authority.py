@@ -64,8 +64,8 @@ class Decision(msgspec.Struct, frozen=True):
         return self.action != "skip"
 
 
-def stronger(a: str, b: str) -> bool:
-    return RANK[a] > RANK[b]
+def stronger(authority: str, than: str) -> bool:
+    return RANK[authority] > RANK[than]
 
 
 def decide_fact(

@@ -91,8 +91,8 @@ def ceiling(shape: PassShape, *, usd_per_mtok_in: float, usd_per_mtok_out: float
     )
 
 
-def fits(c: Ceiling, *, max_tokens: int, max_usd: float) -> bool:
-    return c.tokens <= max_tokens and c.usd <= max_usd
+def fits(ceiling: Ceiling, *, max_tokens: int, max_usd: float) -> bool:
+    return ceiling.tokens <= max_tokens and ceiling.usd <= max_usd
 
 
 def spent(usages: Sequence[tuple[int, int, int]], *, in_: float, out: float) -> float:

@@ -93,7 +93,7 @@ def leaves_home(page: Page) -> str | None:
 def select(pages: Iterable[Page]) -> list[Chosen]:
     """The candidates of a view, best first (see the module docstring)."""
     candidates = sorted(
-        (p for p in pages if leaves_home(p) is None), key=lambda p: (-_micros(p), p.slug)
+        (p for p in pages if leaves_home(p) is None), key=lambda page: (-_micros(page), page.slug)
     )
     if not candidates:
         return []
@@ -117,18 +117,25 @@ def select(pages: Iterable[Page]) -> list[Chosen]:
         for p in candidates
         if p.slug in arms
     ]
-    chosen.sort(key=lambda c: (c.arm != "pinned", -c.weight, -_micros(c.page), c.page.slug))
+    chosen.sort(
+        key=lambda choice: (
+            choice.arm != "pinned",
+            -choice.weight,
+            -_micros(choice.page),
+            choice.page.slug,
+        )
+    )
     return chosen
 
 
-def _micros(p: Page) -> int:
-    return int(p.updated_at.timestamp() * 1_000_000)
+def _micros(page: Page) -> int:
+    return int(page.updated_at.timestamp() * 1_000_000)
 
 
-def _weight(p: Page, anchor: datetime, arm: Arm) -> float:
+def _weight(page: Page, anchor: datetime, arm: Arm) -> float:
     """Halves every ``RECENT_DAYS`` of age behind the newest page; durable pages keep at
     least ``DURABLE_FLOOR``. Rounded so the order never hangs on a float's last bit."""
-    age_days = (anchor - p.updated_at).total_seconds() / 86_400
+    age_days = (anchor - page.updated_at).total_seconds() / 86_400
     weight = math.pow(0.5, age_days / RECENT_DAYS)
     if arm == "durable":
         weight = max(weight, DURABLE_FLOOR)
@@ -259,9 +266,9 @@ def no_fit(budget: int) -> str:
     return f"<!-- no page fits a budget of {budget} tokens -->\n"
 
 
-def _more_line(n: int) -> str:
-    pages = "page" if n == 1 else "pages"
-    return f"({n} more {pages} did not fit; ask tether's recall for them)\n"
+def _more_line(count: int) -> str:
+    pages = "page" if count == 1 else "pages"
+    return f"({count} more {pages} did not fit; ask tether's recall for them)\n"
 
 
 #: The markers of the block ``codex`` keeps in AGENTS.md; the rest of the file is the

@@ -383,7 +383,7 @@ class PgStore:
     def server_version(self) -> str:
         row = self.run(
             "reading the server version",
-            lambda c: c.execute("SHOW server_version").fetchone(),
+            lambda conn: conn.execute("SHOW server_version").fetchone(),
             write=False,
         )
         return str(row[0]) if row else "unknown"

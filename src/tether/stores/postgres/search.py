@@ -23,14 +23,14 @@ import psycopg
 
 from tether.records import Found, Hit, SearchQuery
 from tether.stores.postgres import text
-from tether.stores.search import FOUND_COLUMNS, found_row, hit, positive
+from tether.stores.search import FOUND_COLUMNS, TextSearch, found_row, hit, positive
 
 K1 = 1.2
 B = 0.75
 
 
-def _totals(c: psycopg.Connection[Any]) -> tuple[int, float]:
-    rows = dict(c.execute("SELECT name, value FROM stat").fetchall())
+def _totals(conn: psycopg.Connection[Any]) -> tuple[int, float]:
+    rows = dict(conn.execute("SELECT name, value FROM stat").fetchall())
     n_rows = int(rows.get("doc_rows", 0))
     n_tokens = int(rows.get("doc_tokens", 0))
     return n_rows, (n_tokens / n_rows if n_rows else 0.0)
@@ -41,20 +41,20 @@ def _idf(n_rows: int, hits: int) -> float:
     return 1e-6 if idf <= 0.0 else idf
 
 
-def _word(r: text.Rendered) -> str | None:
+def _word(rendered: text.Rendered) -> str | None:
     """The one lexeme whose rows the term matches, when it is a plain word (not a phrase,
     not a prefix): its count is then a row of ``term_df``."""
-    return r.tokens[0] if len(r.tokens) == 1 and not r.prefix else None
+    return rendered.tokens[0] if len(rendered.tokens) == 1 and not rendered.prefix else None
 
 
-def _matches(c: psycopg.Connection[Any], terms: Sequence[text.Rendered], cap: int) -> list[int]:
+def _matches(conn: psycopg.Connection[Any], terms: Sequence[text.Rendered], cap: int) -> list[int]:
     """How many rows each term matches (at most ``cap``): a word's count from ``term_df``
     (one statement for them all), a phrase's or prefix's by counting under the index."""
     words = sorted({w for r in terms if (w := _word(r)) is not None})
     known: dict[str, int] = {}
     if words:
         known = dict(
-            c.execute("SELECT term, n FROM term_df WHERE term = ANY(%s)", (words,)).fetchall()
+            conn.execute("SELECT term, n FROM term_df WHERE term = ANY(%s)", (words,)).fetchall()
         )
     out: list[int] = []
     for r in terms:
@@ -62,13 +62,13 @@ def _matches(c: psycopg.Connection[Any], terms: Sequence[text.Rendered], cap: in
         if w is not None:
             out.append(min(int(known.get(w, 0)), cap))
             continue
-        out.append(_capped_count(c, r.query, cap))
+        out.append(_capped_count(conn, r.query, cap))
     return out
 
 
-def _capped_count(c: psycopg.Connection[Any], tsquery: str, cap: int) -> int:
+def _capped_count(conn: psycopg.Connection[Any], tsquery: str, cap: int) -> int:
     """Rows matching ``tsquery`` under the index, counted up to ``cap``."""
-    row = c.execute(
+    row = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM doc WHERE tsv @@ %s::tsquery LIMIT %s) AS m",
         (tsquery, cap),
     ).fetchone()
@@ -82,26 +82,26 @@ def _only(only: Sequence[str] | None) -> tuple[str, list[object]]:
 
 
 def _ranked(
-    c: psycopg.Connection[Any],
+    conn: psycopg.Connection[Any],
     query: SearchQuery,
-    k: int,
+    limit: int,
     *,
     aside: float,
     weights: bool,
     only: Sequence[str] | None,
 ) -> list[tuple[Any, ...]]:
-    """(columns..., score) of the ``k`` best rows, best first."""
+    """(columns..., score) of the ``limit`` best rows, best first."""
     rendered = text.render(query.terms)
     if query.require == "all" and any(r is None for r in rendered):
         return []
     terms = [r for r in rendered if r is not None]
     if not terms:
         return []
-    n_rows, avgdl = _totals(c)
+    n_rows, avgdl = _totals(conn)
     where, extra = _only(only)
     parts: list[str] = []
     params: list[object] = []
-    for r, hits in zip(terms, _matches(c, terms, n_rows + 1), strict=True):
+    for r, hits in zip(terms, _matches(conn, terms, n_rows + 1), strict=True):
         idf = _idf(n_rows, hits)
         w = r.weight if weights else 1.0
         tf, tf_params = _tf(r)
@@ -124,78 +124,78 @@ def _ranked(
     ranked = f"SELECT id, sum(s) AS s FROM ({union}) AS u GROUP BY id{having}"
     if having:
         params.append(len(terms))
-    params.append(k)
-    return c.execute(
+    params.append(limit)
+    return conn.execute(
         f"SELECT {FOUND_COLUMNS}, f.s FROM ({ranked} ORDER BY s DESC, id LIMIT %s) AS f"
         " JOIN doc AS d ON d.id = f.id ORDER BY f.s DESC, d.id",
         params,
     ).fetchall()
 
 
-def _tf(r: text.Rendered) -> tuple[str, list[object]]:
+def _tf(rendered: text.Rendered) -> tuple[str, list[object]]:
     """SQL for the term's frequency in row ``d``: one word (the common case) by a look-up
     in the row's vector; a phrase through ``tether_tf``, which walks the positions."""
-    if len(r.tokens) > 1:
-        return "tether_tf(d.tsv, %s, %s)", [r.tokens, r.prefix]
-    if r.prefix:
+    if len(rendered.tokens) > 1:
+        return "tether_tf(d.tsv, %s, %s)", [rendered.tokens, rendered.prefix]
+    if rendered.prefix:
         return (
             "(SELECT sum(cardinality(u.positions)) FROM unnest(d.tsv) AS u"
             " WHERE starts_with(u.lexeme, %s))",
-            [r.tokens[0]],
+            [rendered.tokens[0]],
         )
     return (
         "(SELECT cardinality(u.positions) FROM unnest(d.tsv) AS u WHERE u.lexeme = %s)",
-        [r.tokens[0]],
+        [rendered.tokens[0]],
     )
 
 
-def search(c: psycopg.Connection[Any], query: SearchQuery, k: int) -> list[Hit]:
+def search(conn: psycopg.Connection[Any], query: SearchQuery, limit: int) -> list[Hit]:
     """bm25 of the whole query (both fields alike, term weights unused), best first."""
-    positive(k)
-    return [hit(found_row(r)) for r in _ranked(c, query, k, aside=1.0, weights=False, only=None)]
+    positive(limit)
+    return [
+        hit(found_row(r)) for r in _ranked(conn, query, limit, aside=1.0, weights=False, only=None)
+    ]
 
 
 def search_terms(
-    c: psycopg.Connection[Any],
+    conn: psycopg.Connection[Any],
     query: SearchQuery,
-    k: int,
-    *,
+    limit: int,
     aside: float,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
-    positive(k)
+    positive(limit)
     if only is not None and not only:
         return []
-    return [found_row(r) for r in _ranked(c, query, k, aside=aside, weights=True, only=only)]
+    return [found_row(r) for r in _ranked(conn, query, limit, aside=aside, weights=True, only=only)]
 
 
 def newest(
-    c: psycopg.Connection[Any],
+    conn: psycopg.Connection[Any],
     query: SearchQuery,
-    k: int,
-    *,
+    limit: int,
     within: int | None = None,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
-    positive(k)
+    positive(limit)
     match = text.whole(query)
     if match is None or (only is not None and not only):
         return []
     floor = 0
     if within is not None:
-        top = c.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()
         floor = int(top[0] if top else 0) - within
     where, extra = _only(only)
-    rows = c.execute(
+    rows = conn.execute(
         f"SELECT {FOUND_COLUMNS}, 0.0 FROM doc AS d WHERE d.tsv @@ %s::tsquery AND d.id > %s{where}"
         " ORDER BY d.id DESC LIMIT %s",
-        (match, floor, *extra, k),
+        (match, floor, *extra, limit),
     ).fetchall()
     return [found_row(r) for r in rows]
 
 
 def count_matches(
-    c: psycopg.Connection[Any], queries: Sequence[SearchQuery], cap: int
+    conn: psycopg.Connection[Any], queries: Sequence[SearchQuery], cap: int
 ) -> list[int]:
     single: list[text.Rendered] = []  # a one-term query: its term (the common case)
     where: list[int] = []
@@ -208,11 +208,11 @@ def count_matches(
             out.append(0)
             continue
         match = text.whole(q)
-        out.append(0 if match is None else _capped_count(c, match, cap))
-    for i, n in zip(where, _matches(c, single, cap), strict=True):
+        out.append(0 if match is None else _capped_count(conn, match, cap))
+    for i, n in zip(where, _matches(conn, single, cap), strict=True):
         out[i] = n
     return out
 
 
-#: How ``postgres.vectors`` reads found rows.
-_found = found_row
+#: The PostgreSQL store's searches (``PostgresStore.text_search``).
+TSV = TextSearch(search, search_terms, newest, count_matches)

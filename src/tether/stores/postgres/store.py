@@ -22,9 +22,6 @@ from typing import Any, cast
 import psycopg
 
 from tether.records import (
-    Found,
-    Hit,
-    SearchQuery,
     TextCell,
 )
 from tether.stores import cells
@@ -34,56 +31,60 @@ from tether.stores.dialect import POSTGRES, Sql, T
 from tether.stores.memory import INDEX_LOCK, Doc, MemoryRepo
 from tether.stores.postgres import search, text
 from tether.stores.postgres.conn import PgPool, PgStore
+from tether.stores.search import Searches
 
 Conn = psycopg.Connection[Any]
 _ASIDE = frozenset({"assistant", "tool_call", "summary"})
 
 
-def add_docs(c: Conn, rows: Sequence[tuple[Any, ...]]) -> None:
+def add_docs(conn: Conn, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert index rows (kind, session, epoch, turn, field, tainted, ref, time, text) and
     move the counters, with COPY (the bulk path of an import)."""
     if not rows:
         return
     docs = text.documents([r[8] for r in rows])
     tokens = 0
-    with c.cursor().copy(
+    with conn.cursor().copy(
         "COPY doc (kind, session, epoch, turn, field, tainted, ref, time, text, aside, len, tsv)"
         " FROM STDIN"
     ) as copy:
         for r, (vector, length) in zip(rows, docs, strict=True):
             tokens += length
             copy.write_row((*r, r[4] in _ASIDE, length, vector))
-    count(c, len(rows), tokens)
+    count(conn, len(rows), tokens)
 
 
-def drop_docs(c: Conn, where: str, params: Sequence[object]) -> int:
+def drop_docs(conn: Conn, where: str, params: Sequence[object]) -> int:
     """Delete the ``doc`` rows matching ``where`` and move the counters; how many."""
-    found = c.execute(
+    found = conn.execute(
         f"WITH gone AS (DELETE FROM doc WHERE {where} RETURNING len)"
         " SELECT count(*), coalesce(sum(len), 0) FROM gone",
         params,
     ).fetchone()
     n, tokens = (int(found[0]), int(found[1])) if found else (0, 0)
-    count(c, -n, -tokens)
+    count(conn, -n, -tokens)
     return n
 
 
-def count(c: Conn, rows: int, tokens: int) -> None:
+def count(conn: Conn, rows: int, tokens: int) -> None:
     if rows or tokens:
-        c.execute(
+        conn.execute(
             "UPDATE stat SET value = value + CASE name WHEN 'doc_rows' THEN %s ELSE %s END"
             " WHERE name IN ('doc_rows', 'doc_tokens')",
             (rows, tokens),
         )
 
 
-def lock(c: Conn, schema: str, name: str) -> None:
-    c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{schema}/{name}",))
+def lock(conn: Conn, schema: str, name: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{schema}/{name}",))
 
 
-class PostgresStore(MemoryRepo, BudgetLedger, Days):
+class PostgresStore(MemoryRepo, Searches, BudgetLedger, Days):
     """``tether.ports.Store`` in one owner's schema of a PostgreSQL database. Safe to use
     from several threads (a pool of connections); close it when done."""
+
+    #: The searches' SQL (``postgres.search``, the tokens in ``postgres.text``).
+    text_search = search.TSV
 
     def __init__(
         self, url: str, owner: str, *, migrate: bool = True, pool: PgPool | None = None
@@ -104,10 +105,10 @@ class PostgresStore(MemoryRepo, BudgetLedger, Days):
         return self.pg.level
 
     def _w(self, doing: str, work: Callable[[Conn], Any], *, guard: str | None = None) -> Any:
-        def locked(c: Conn) -> Any:
+        def locked(conn: Conn) -> Any:
             if guard is not None:
-                lock(c, self.pg.schema, guard)
-            return work(c)
+                lock(conn, self.pg.schema, guard)
+            return work(conn)
 
         return self.pg.run(doing, locked)
 
@@ -122,24 +123,24 @@ class PostgresStore(MemoryRepo, BudgetLedger, Days):
         guard: str | None = None,
         durable: bool = True,  # noqa: ARG002 - the server's commit is always its own
     ) -> T:
-        return cast(T, self._w(doing, lambda c: work(Sql(c, POSTGRES)), guard=guard))
+        return cast(T, self._w(doing, lambda conn: work(Sql(conn, POSTGRES)), guard=guard))
 
     def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
-        return cast(T, self._r(doing, lambda c: work(Sql(c, POSTGRES))))
+        return cast(T, self._r(doing, lambda conn: work(Sql(conn, POSTGRES))))
 
     # -- the index over session logs ---------------------------------------------------
 
     def reset_index(self) -> None:
-        def work(c: Conn) -> None:
-            drop_docs(c, "kind IN ('turn', 'summary')", ())
-            c.execute("DELETE FROM index_cursor")
+        def work(conn: Conn) -> None:
+            drop_docs(conn, "kind IN ('turn', 'summary')", ())
+            conn.execute("DELETE FROM index_cursor")
 
         self._w("resetting the index", work, guard=INDEX_LOCK)
 
     def optimize_index(self) -> None:
         """Refresh the planner's statistics after a bulk load (the GIN index has no
         pending list to merge: it is built with ``fastupdate = off``)."""
-        self.pg.run("optimizing the index", lambda c: c.execute("ANALYZE doc"))
+        self.pg.run("optimizing the index", lambda conn: conn.execute("ANALYZE doc"))
 
     # -- notes and pages ---------------------------------------------------------------
 
@@ -166,41 +167,6 @@ class PostgresStore(MemoryRepo, BudgetLedger, Days):
         return made, False
 
     # -- identity and sweep facts, mirrored into the index -------------------------------
-
-    # -- search ------------------------------------------------------------------------
-
-    def search(self, query: SearchQuery, k: int) -> list[Hit]:
-        return cast("list[Hit]", self._r("searching", lambda c: search.search(c, query, k)))
-
-    def search_terms(
-        self, query: SearchQuery, k: int, *, aside: float, only: Sequence[str] | None = None
-    ) -> list[Found]:
-        return cast(
-            "list[Found]",
-            self._r(
-                "searching",
-                lambda c: search.search_terms(c, query, k, aside=aside, only=only),
-            ),
-        )
-
-    def newest(
-        self,
-        query: SearchQuery,
-        k: int,
-        *,
-        within: int | None = None,
-        only: Sequence[str] | None = None,
-    ) -> list[Found]:
-        return cast(
-            "list[Found]",
-            self._r("searching", lambda c: search.newest(c, query, k, within=within, only=only)),
-        )
-
-    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
-        return cast(
-            "list[int]",
-            self._r("counting matches", lambda c: search.count_matches(c, queries, cap)),
-        )
 
     # -- journal and recalls -----------------------------------------------------------
 

@@ -74,22 +74,22 @@ class PostgresSweepStore:
         with self.pg.transaction("sweep transaction", write=write) as c:
             yield self._tx(c, write=write)
 
-    def _tx(self, c: Conn, *, write: bool) -> SweepTx:
+    def _tx(self, conn: Conn, *, write: bool) -> SweepTx:
         return SweepTx(
-            Sql(c, POSTGRES), write=write, lock_prefix=self.pg.schema, owner_tables=_OWNER_TABLES
+            Sql(conn, POSTGRES), write=write, lock_prefix=self.pg.schema, owner_tables=_OWNER_TABLES
         )
 
     def journal_rows(self, limit: int | None = None) -> list[JournalRow]:
         return self.pg.run(
             "reading the sweep journal",
-            lambda c: self._tx(c, write=False).journal_rows(limit),
+            lambda conn: self._tx(conn, write=False).journal_rows(limit),
             write=False,
         )
 
     def read_cells(self, visit: Callable[[TextCell], None]) -> None:
         self.pg.run(
             "reading the sweep's text",
-            lambda c: cells.read_cells(Sql(c, POSTGRES), visit),
+            lambda conn: cells.read_cells(Sql(conn, POSTGRES), visit),
             write=False,
         )
 

@@ -46,8 +46,8 @@ class PostgresClaims:
         if not days:
             return 0
 
-        def work(c: Conn) -> int:
-            cur = c.cursor()
+        def work(conn: Conn) -> int:
+            cur = conn.cursor()
             cur.executemany(
                 "INSERT INTO sweep_claim (owner, local_date, state) VALUES (%s, %s, 'open')"
                 " ON CONFLICT DO NOTHING",
@@ -60,7 +60,7 @@ class PostgresClaims:
     def claim(self, claimant: str, lease: timedelta) -> ClaimedDay | None:
         row = self.pg.run(
             "claiming an owner-day",
-            lambda c: c.execute(_CLAIM, (claimant, lease)).fetchone(),
+            lambda conn: conn.execute(_CLAIM, (claimant, lease)).fetchone(),
         )
         if row is None:
             return None
@@ -89,7 +89,7 @@ class PostgresClaims:
             params = (day.owner, day.local_date.isoformat())
         found = self.pg.run(
             "finishing an owner-day",
-            lambda c: c.execute(sql, (*params, day.claimant)).fetchone(),
+            lambda conn: conn.execute(sql, (*params, day.claimant)).fetchone(),
         )
         return found is not None
 
@@ -98,14 +98,14 @@ class PostgresClaims:
         the claim not counted as an attempt) and let its pending receipts' leases run
         out; how many days. For a worker that is stopping and will write nothing more."""
 
-        def work(c: Conn) -> int:
-            days = c.execute(
+        def work(conn: Conn) -> int:
+            days = conn.execute(
                 "UPDATE sweep_claim SET state = 'open', claimant = NULL, lease_until = NULL,"
                 " attempts = greatest(attempts - 1, 0)"
                 " WHERE claimant = %s AND state = 'claimed'",
                 (claimant,),
             ).rowcount
-            c.execute(
+            conn.execute(
                 "UPDATE sweep_receipt SET lease_until = %s WHERE claimant = %s"
                 " AND state = 'pending'",
                 (iso(datetime(1970, 1, 1, tzinfo=UTC)), claimant),
@@ -118,7 +118,7 @@ class PostgresClaims:
         """Owner-days by state (``open``, ``claimed``, ``done``)."""
         rows = self.pg.run(
             "counting owner-days",
-            lambda c: c.execute(
+            lambda conn: conn.execute(
                 "SELECT state, count(*) FROM sweep_claim GROUP BY state"
             ).fetchall(),
             write=False,

@@ -39,7 +39,7 @@ class PostgresModelStages:
     def now(self) -> datetime:
         row = self.pg.run(
             "reading the server's clock",
-            lambda c: c.execute("SELECT clock_timestamp()").fetchone(),
+            lambda conn: conn.execute("SELECT clock_timestamp()").fetchone(),
             write=False,
         )
         assert row is not None
@@ -48,7 +48,7 @@ class PostgresModelStages:
     def load(self, owner: str, local_date: date) -> bytes | None:
         row = self.pg.run(
             "reading the model stage",
-            lambda c: c.execute(
+            lambda conn: conn.execute(
                 "SELECT record FROM sweep_model_stage WHERE owner = %s AND local_date = %s",
                 (owner, local_date.isoformat()),
             ).fetchone(),
@@ -59,7 +59,7 @@ class PostgresModelStages:
     def days(self, owner: str) -> list[date]:
         rows = self.pg.run(
             "listing the model stages",
-            lambda c: c.execute(
+            lambda conn: conn.execute(
                 "SELECT local_date FROM sweep_model_stage WHERE owner = %s ORDER BY 1", (owner,)
             ).fetchall(),
             write=False,
@@ -97,7 +97,7 @@ class PostgresModelStages:
             owner,
             local_date,
             "marking the model invoked",
-            lambda c: c.execute(
+            lambda conn: conn.execute(
                 "INSERT INTO sweep_model_stage (owner, local_date, state, record)"
                 " VALUES (%s, %s, 'invoked', %s) ON CONFLICT DO NOTHING RETURNING 1",
                 (owner, local_date.isoformat(), record),
@@ -113,7 +113,7 @@ class PostgresModelStages:
             owner,
             local_date,
             "staging the model's outcome" if state != "invoked" else "renewing the model mark",
-            lambda c: c.execute(
+            lambda conn: conn.execute(
                 "UPDATE sweep_model_stage SET state = %s, record = %s,"
                 " updated_at = clock_timestamp()"
                 " WHERE owner = %s AND local_date = %s AND record = %s RETURNING 1",
@@ -128,7 +128,7 @@ class PostgresModelStages:
             owner,
             local_date,
             "dropping the model stage",
-            lambda c: c.execute(
+            lambda conn: conn.execute(
                 "DELETE FROM sweep_model_stage WHERE owner = %s AND local_date = %s"
                 " AND record = %s RETURNING 1",
                 (owner, local_date.isoformat(), expected),

@@ -26,29 +26,29 @@ test server has no pgvector: that path's detection is tested, its search is not.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 import psycopg
 from psycopg import sql
 
 from tether.errors import StoreError
-from tether.records import Found, VecSource, VectorCounts
-from tether.stores.postgres import schema, search
+from tether.records import Found
+from tether.stores.dialect import POSTGRES, Sql, T
+from tether.stores.postgres import schema
 from tether.stores.postgres.conn import PgStore
+from tether.stores.search import positive
 from tether.stores.sqlite.vectors import DTYPE
 from tether.stores.table_matrix import TableMatrix
 from tether.stores.vector_graph import GRAPH_FROM
 from tether.stores.vector_matrix import VectorMatrix, encode
+from tether.stores.vector_rows import Batch, Texts, VectorRows, by_score
 
 if TYPE_CHECKING:
     from tether.ports import Matrix, Progress
 
 Conn = psycopg.Connection[Any]
-#: Rows that never get a vector: tool calls are argument JSON, not something said.
-_TAKES_VECTOR = "(d.field IS NULL OR d.field != 'tool_call') AND d.text != ''"
 #: Vector rows read per query when loading the matrix.
 _LOAD_BATCH = 20_000
 #: The migration level that has the vector tables.
@@ -59,24 +59,26 @@ VECTORS_LOCK = "vectors"
 _ANN_WIDTH = 3
 
 
-def pgvector_schema(c: Conn, *, create: bool = True) -> str | None:
+def pgvector_schema(conn: Conn, *, create: bool = True) -> str | None:
     """The schema of the database's ``vector`` extension, or None (not on this server, or
     not creatable by this role). With ``create``, an available one is created."""
-    row = c.execute(
+    row = conn.execute(
         "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
         " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
     ).fetchone()
     if row is not None:
         return str(row[0])
-    available = c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    available = conn.execute(
+        "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+    ).fetchone()
     if available is None or not create:
         return None
     try:
-        with c.transaction():
-            c.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
     except psycopg.Error:  # no privilege: the portable layout serves
         return None
-    return pgvector_schema(c, create=False)
+    return pgvector_schema(conn, create=False)
 
 
 def ann_ddl(ext: str) -> sql.Composed:
@@ -121,8 +123,9 @@ def vector_text(vec: Any) -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vec, dtype=np.float32)) + "]"
 
 
-class PostgresVectors:
-    """``VectorIndex`` in one owner's schema (after ``PostgresStore`` migrated it)."""
+class PostgresVectors(VectorRows):
+    """``VectorIndex`` in one owner's schema (after ``PostgresStore`` migrated it; what
+    both backends share is ``vector_rows``)."""
 
     def __init__(self, url: str, owner: str, *, graph_from: int = GRAPH_FROM) -> None:
         self.pg = PgStore(url, owner, migrate=False, max_size=2)
@@ -142,14 +145,14 @@ class PostgresVectors:
         # server has no file beside the store: rebuilt after a restart).
         self._memory = TableMatrix(graph_from=graph_from)
 
-    def _find_ann(self, c: Conn) -> str | None:
-        ext = pgvector_schema(c)
+    def _find_ann(self, conn: Conn) -> str | None:
+        ext = pgvector_schema(conn)
         if ext is not None:  # under the migrations' lock: two opening at once take turns
-            c.execute(
+            conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 (f"tether:{self.pg.schema}",),
             )
-            c.execute(ann_ddl(ext))
+            conn.execute(ann_ddl(ext))
         return ext
 
     def close(self) -> None:
@@ -161,173 +164,138 @@ class PostgresVectors:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- what needs a vector ---------------------------------------------------------
-
-    def vector_counts(self, model: str) -> VectorCounts:
-        def work(c: Conn) -> VectorCounts:
-            total = _one(c, f"SELECT count(*) FROM doc AS d WHERE {_TAKES_VECTOR}", ())
-            mid = _model(c, model)
-            done = 0
-            if mid is not None:
-                done = _one(
-                    c, "SELECT count(DISTINCT doc) FROM doc_vec WHERE model = %s", (mid[0],)
-                )
-            return VectorCounts(done=done, total=total)
-
-        result: VectorCounts = self.pg.run("counting vectors", work, write=False)
+    def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
+        result: T = self.pg.run(doing, lambda conn: work(Sql(conn, POSTGRES)), write=False)
         return result
 
-    def missing_vectors(self, model: str, limit: int, *, after: int = 0) -> list[VecSource]:
-        def work(c: Conn) -> list[VecSource]:
-            mid = _model(c, model)
-            rows = c.execute(
-                f"SELECT d.id, d.text, d.field FROM doc AS d WHERE d.id > %s AND {_TAKES_VECTOR}"
-                " AND NOT EXISTS (SELECT 1 FROM doc_vec AS v WHERE v.doc = d.id AND v.model = %s)"
-                " ORDER BY d.id LIMIT %s",
-                (after, -1 if mid is None else mid[0], limit),
-            ).fetchall()
-            return [VecSource(doc=int(r[0]), text=str(r[1]), field=r[2]) for r in rows]
+    # -- storing vectors ---------------------------------------------------------------
 
-        result: list[VecSource] = self.pg.run("finding rows without vectors", work, write=False)
-        return result
-
-    def put_vectors(
-        self,
-        model: str,
-        rows: Sequence[tuple[int, Matrix]],
-        *,
-        texts: Mapping[int, str] | None = None,
-    ) -> None:
-        if not rows:
-            return
-        dim = int(rows[0][1].shape[1])
+    def _put(self, model: str, dim: int, rows: Batch, texts: Texts) -> None:
         docs = [doc for doc, _ in rows]
 
-        def work(c: Conn) -> None:
-            mid, ann = self._model_for_write(c, model, dim)
+        def work(conn: Conn) -> None:
+            mid, ann = self._model_for_write(conn, model, dim)
             # The rows still there, held against a delete or rewrite until this commits
             # (whose trigger then drops these vectors).
             alive = {
                 int(r[0])
-                for r in c.execute(
+                for r in conn.execute(
                     "SELECT id, text FROM doc WHERE id = ANY(%s) ORDER BY id FOR SHARE", (docs,)
                 )
                 if texts is None or texts.get(int(r[0])) == r[1]
             }
             # A row's earlier vectors (another model's, or a lost race with another
             # indexer) are replaced whole; a same-model one gone counts as gone.
-            replaced = c.execute(
+            replaced = conn.execute(
                 "DELETE FROM doc_vec WHERE doc = ANY(%s) RETURNING model", (docs,)
             ).fetchall()
             if any(int(r[0]) == mid for r in replaced):
-                c.execute("UPDATE stat SET value = value + 1 WHERE name = 'vec_gone'")
+                conn.execute("UPDATE stat SET value = value + 1 WHERE name = 'vec_gone'")
             kept = [(d, v) for d, v in rows if d in alive]
-            with c.cursor().copy(
+            with conn.cursor().copy(
                 "COPY doc_vec (doc, part, model, dtype, scale, vec) FROM STDIN"
             ) as copy:
                 for doc, vectors in kept:
                     for part, vec in enumerate(vectors):
                         copy.write_row((doc, part, mid, DTYPE, *encode(vec, DTYPE)))
             if ann:
-                with c.cursor().copy("COPY vec_ann (doc, part, model, vec) FROM STDIN") as copy:
+                with conn.cursor().copy("COPY vec_ann (doc, part, model, vec) FROM STDIN") as copy:
                     for doc, vectors in kept:
                         for part, vec in enumerate(vectors):
                             copy.write_row((doc, part, mid, vector_text(vec)))
 
         self.pg.run("storing vectors", work, hold=f"{self.pg.schema}/{VECTORS_LOCK}")
 
-    def _model_for_write(self, c: Conn, model: str, dim: int) -> tuple[int, bool]:
-        found = _model(c, model)
+    def _model_for_write(self, conn: Conn, model: str, dim: int) -> tuple[int, bool]:
+        found = _model(conn, model)
         if found is not None:
             return found[0], found[1] and self.ann is not None
-        row = c.execute(
+        row = conn.execute(
             "INSERT INTO vec_model (name, dim, ann) VALUES (%s, %s, %s) RETURNING id",
             (model, dim, self.ann is not None),
         ).fetchone()
         assert row is not None
         mid = int(row[0])
         if self.ann is not None:
-            c.execute(ann_index_ddl(self.ann, mid, dim))
+            conn.execute(ann_index_ddl(self.ann, mid, dim))
         return mid, self.ann is not None
 
     # -- search ------------------------------------------------------------------------
 
     def nearest(
-        self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
+        self, model: str, query: Matrix, limit: int, *, only: Sequence[str] | None = None
     ) -> list[Found]:
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        positive(limit)
         best = self.pg.run(
-            "searching vectors", lambda c: self._best(c, model, query, k, only), write=False
+            "searching vectors",
+            lambda conn: self._best(conn, model, query, limit, only),
+            write=False,
         )
-        found = self.pg.run(
-            "reading rows found by vector", lambda c: _rows_of(c, list(best)), write=False
-        )
-        return [
-            msgspec.structs.replace(found[d], score=best[d])
-            for d in sorted(found, key=lambda d: -best[d])
-        ]
+        return by_score(self._rows_of(list(best)), best)
 
     def _best(
-        self, c: Conn, model: str, query: Matrix, k: int, only: Sequence[str] | None
+        self, conn: Conn, model: str, query: Matrix, limit: int, only: Sequence[str] | None
     ) -> dict[int, float]:
-        mid = _model(c, model)
+        mid = _model(conn, model)
         if mid is None:
             return {}
         if mid[1] and self.ann is not None:
-            return self._best_ann(c, mid[0], query, k, only)
+            return self._best_ann(conn, mid[0], query, limit, only)
         among = None
         if only is not None:
             among = [
                 int(r[0])
-                for r in c.execute("SELECT id FROM doc WHERE ref = ANY(%s)", (list(only),))
+                for r in conn.execute("SELECT id FROM doc WHERE ref = ANY(%s)", (list(only),))
             ]
         with self._cache:
-            matrix = self._refresh(c, model, mid[0])
-            return dict(matrix.nearest(query, k, docs=among))
+            matrix = self._refresh(conn, model, mid[0])
+            return dict(matrix.nearest(query, limit, docs=among))
 
     def maintain(self, model: str, *, progress: Progress | None = None) -> int:
-        mid = self.pg.run("reading the vector model", lambda c: _model(c, model), write=False)
+        mid = self.pg.run("reading the vector model", lambda conn: _model(conn, model), write=False)
         if mid is None or (mid[1] and self.ann is not None):
             return 0  # pgvector's own index serves this model
         return self._memory.maintain(
             self._cache,
             lambda: self.pg.run(
-                "loading vectors", lambda c: self._refresh(c, model, mid[0]), write=False
+                "loading vectors", lambda conn: self._refresh(conn, model, mid[0]), write=False
             ),
             progress=progress,
         )
 
     def _best_ann(
-        self, c: Conn, mid: int, query: Matrix, k: int, only: Sequence[str] | None
+        self, conn: Conn, mid: int, query: Matrix, limit: int, only: Sequence[str] | None
     ) -> dict[int, float]:
         assert self.ann is not None
         q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
-        dim = _one(c, "SELECT dim FROM vec_model WHERE id = %s", (mid,))
+        dim = _one(conn, "SELECT dim FROM vec_model WHERE id = %s", (mid,))
         params: list[object] = [q, mid, *([list(only)] if only is not None else []), q]
-        rows = c.execute(
-            ann_query(self.ann, dim, only=only is not None), [*params, k * _ANN_WIDTH]
+        rows = conn.execute(
+            ann_query(self.ann, dim, only=only is not None), [*params, limit * _ANN_WIDTH]
         ).fetchall()
         best: dict[int, float] = {}
         for doc, cos in rows:
             best.setdefault(int(doc), float(cos))
-        return dict(list(best.items())[:k])
+        return dict(list(best.items())[:limit])
 
-    def _refresh(self, c: Conn, model: str, mid: int) -> VectorMatrix:
+    def _among(self, docs: Sequence[int]) -> tuple[str, Sequence[object]]:
+        return "d.id = ANY(?)", (list(docs),)
+
+    def _refresh(self, conn: Conn, model: str, mid: int) -> VectorMatrix:
         """The in-memory matrix in step with the table (under ``_cache``, in the search's
         snapshot; see ``table_matrix.TableMatrix``)."""
         return self._memory.sync(
             model,
-            _one(c, "SELECT value FROM stat WHERE name = 'vec_gone'", ()),
+            _one(conn, "SELECT value FROM stat WHERE name = 'vec_gone'", ()),
             live_ids=lambda last: (
                 r[0]
-                for r in c.execute(
+                for r in conn.execute(
                     "SELECT id FROM doc_vec WHERE model = %s AND id <= %s", (mid, last)
                 )
             ),
             added=lambda last: [
                 (r[0], r[1], r[2], r[3], bytes(r[4]))
-                for r in c.execute(
+                for r in conn.execute(
                     # By id (the primary key), the model filtered, not through (model, doc).
                     "SELECT id, doc, dtype, scale, vec FROM doc_vec"
                     " WHERE id > %s AND model + 0 = %s ORDER BY id LIMIT %s",
@@ -337,23 +305,12 @@ class PostgresVectors:
         )
 
 
-def _one(c: Conn, query: str, params: Sequence[object]) -> int:
-    row = c.execute(query.encode(), params).fetchone()
+def _one(conn: Conn, query: str, params: Sequence[object]) -> int:
+    row = conn.execute(query.encode(), params).fetchone()
     return 0 if row is None else int(row[0])
 
 
-def _model(c: Conn, model: str) -> tuple[int, bool] | None:
+def _model(conn: Conn, model: str) -> tuple[int, bool] | None:
     """The model's id and whether its vectors all have pgvector copies."""
-    row = c.execute("SELECT id, ann FROM vec_model WHERE name = %s", (model,)).fetchone()
+    row = conn.execute("SELECT id, ann FROM vec_model WHERE name = %s", (model,)).fetchone()
     return None if row is None else (int(row[0]), bool(row[1]))
-
-
-def _rows_of(c: Conn, docs: Sequence[int]) -> dict[int, Found]:
-    if not docs:
-        return {}
-    rows = c.execute(
-        "SELECT d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time,"
-        " d.text, 0.0 FROM doc AS d WHERE d.id = ANY(%s)",
-        (list(docs),),
-    ).fetchall()
-    return {int(r[0]): search._found(r) for r in rows}

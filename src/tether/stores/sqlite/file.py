@@ -51,21 +51,21 @@ def disk_full(exc: sqlite3.Error, path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def begun(c: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+def begun(conn: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
     """``begin``, then COMMIT at the end of the block; ROLLBACK on any exception."""
-    c.execute(begin)
+    conn.execute(begin)
     try:
         yield
-        c.execute("COMMIT")
+        conn.execute("COMMIT")
     except BaseException:
-        if c.in_transaction:
-            c.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
 
 
-def tables(c: sqlite3.Connection) -> set[str]:
+def tables(conn: sqlite3.Connection) -> set[str]:
     """The names of the tables in the file (a store reading another's may find none)."""
-    return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 class SqliteFile:
@@ -121,10 +121,10 @@ class SqliteFile:
                 raise DiskFullError(self.path, doing) from None
             raise StoreError(self.path, f"{doing}: {exc}") from None
 
-    def _busy_timeout_and_wal(self, c: sqlite3.Connection) -> None:
+    def _busy_timeout_and_wal(self, conn: sqlite3.Connection) -> None:
         """The pragmas every store opens with: wait for another writer, journal in WAL."""
-        c.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-        mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StoreError(self.path, f"cannot use WAL journalling (got {mode})")
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 from tether.records import SearchQuery, SearchTerm
 
 
-def term(t: SearchTerm) -> str:
-    """``t`` as an FTS5 string, followed by ``*`` for a prefix."""
+def term(search_term: SearchTerm) -> str:
+    """``search_term`` as an FTS5 string, followed by ``*`` for a prefix."""
     # A NUL would end the string early ("unterminated string"); the tokenizer reads it
     # as a separator anyway, as it does a space.
-    quoted = '"' + t.text.replace('"', '""').replace("\x00", " ") + '"'
-    return quoted + "*" if t.kind == "prefix" else quoted
+    quoted = '"' + search_term.text.replace('"', '""').replace("\x00", " ") + '"'
+    return quoted + "*" if search_term.kind == "prefix" else quoted
 
 
 def expression(query: SearchQuery) -> str | None:

@@ -278,42 +278,42 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
-def _segment_existing(c: sqlite3.Connection) -> None:
+def _segment_existing(conn: sqlite3.Connection) -> None:
     """Give every row with CJK text its ``seg``, and re-index those rows."""
     found = [
         (doc_id, seg)
-        for doc_id, text in c.execute("SELECT id, text FROM doc")
+        for doc_id, text in conn.execute("SELECT id, text FROM doc")
         if (seg := cjk.segment(text)) is not None
     ]
     for doc_id, seg in found:
-        body, aside = c.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
-        c.execute(
+        body, aside = conn.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
+        conn.execute(
             "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
             (doc_id, body, aside),
         )
-        c.execute("UPDATE doc SET seg = ? WHERE id = ?", (seg, doc_id))
-        c.execute(
+        conn.execute("UPDATE doc SET seg = ? WHERE id = ?", (seg, doc_id))
+        conn.execute(
             "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
             (doc_id,),
         )
 
 
-def _resegment(c: sqlite3.Connection) -> None:
+def _resegment(conn: sqlite3.Connection) -> None:
     """Give every row whose ``seg`` is not what ``symbols.seg`` makes of its text now its
     new one, and re-index those rows (the others are left as they are)."""
     changed = [
         (doc_id, new)
-        for doc_id, text, old in c.execute("SELECT id, text, seg FROM doc")
+        for doc_id, text, old in conn.execute("SELECT id, text, seg FROM doc")
         if (new := symbols.seg(text)) != old
     ]
     for doc_id, new in changed:
-        body, aside = c.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
-        c.execute(
+        body, aside = conn.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
+        conn.execute(
             "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
             (doc_id, body, aside),
         )
-        c.execute("UPDATE doc SET seg = ? WHERE id = ?", (new, doc_id))
-        c.execute(
+        conn.execute("UPDATE doc SET seg = ? WHERE id = ?", (new, doc_id))
+        conn.execute(
             "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
             (doc_id,),
         )

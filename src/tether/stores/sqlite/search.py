@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.records import Found, Hit, SearchQuery
-from tether.stores.search import FOUND_COLUMNS, found_row, located, positive
+from tether.stores.search import FOUND_COLUMNS, TextSearch, found_row, hit, positive
 from tether.stores.sqlite import fts as sqlite_fts
 
-_HIT_COLUMNS = "d.kind, d.session, d.turn, d.text, d.tainted, d.ref"
 # One term's share of a row's score: its bm25 over the owner's words (``body``) plus
 # ``aside`` times its bm25 over the rest (``aside``), times the term's multiplier. A row
 # has text in one column only, so this weighs the row's whole share by its field.
@@ -41,40 +40,39 @@ def _only(only: Sequence[str] | None) -> tuple[str, list[object]]:
     return _ONLY, [json.dumps(list(only))]
 
 
-def search(c: sqlite3.Connection, query: SearchQuery, k: int) -> list[Hit]:
+def search(conn: sqlite3.Connection, query: SearchQuery, limit: int) -> list[Hit]:
     """bm25 (both columns alike, term weights unused) of the whole query, best first."""
-    positive(k)
+    positive(limit)
     match = sqlite_fts.expression(query)
     if match is None:
         return []
     # bm25() ordered by SQLite's sorter measured ~20% faster than FTS5's own ORDER BY
     # rank on this workload.
-    rows = c.execute(
-        f"SELECT {_HIT_COLUMNS}, f.score"
+    rows = conn.execute(
+        f"SELECT {FOUND_COLUMNS}, f.score"
         " FROM (SELECT rowid, bm25(doc_fts) AS score FROM doc_fts"
         "       WHERE doc_fts MATCH ? ORDER BY score LIMIT ?) AS f"
         " JOIN doc AS d ON d.id = f.rowid ORDER BY f.score, d.id",
-        (match, k),
+        (match, limit),
     ).fetchall()
-    return [_hit(r) for r in rows]
+    return [hit(_found(r)) for r in rows]
 
 
 def search_terms(
-    c: sqlite3.Connection,
+    conn: sqlite3.Connection,
     query: SearchQuery,
-    k: int,
-    *,
+    limit: int,
     aside: float,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
-    """The ``k`` best rows by the sum over the query's terms of weight x field-weighted
+    """The ``limit`` best rows by the sum over the query's terms of weight x field-weighted
     bm25 (rows holding every term only, when the query requires all), among the rows of
     the refs ``only`` when it is given.
 
     One FTS5 query per term: bm25 of a one-term query is that term's share of an OR
     query's, so the sum is bm25 with a weight per term.
     """
-    positive(k)
+    positive(limit)
     terms = query.terms
     if not terms or (only is not None and not only):
         return []
@@ -94,8 +92,8 @@ def search_terms(
             having = " HAVING count(*) = ?"
             params.append(len(terms))
         ranked = f"SELECT id, sum(s) AS s FROM ({union}) GROUP BY id{having} ORDER BY s LIMIT ?"
-    params.append(k)
-    rows = c.execute(
+    params.append(limit)
+    rows = conn.execute(
         f"SELECT {FOUND_COLUMNS}, f.s FROM ({ranked}) AS f"
         " JOIN doc AS d ON d.id = f.id ORDER BY f.s, d.id",
         params,
@@ -104,78 +102,67 @@ def search_terms(
 
 
 def newest(
-    c: sqlite3.Connection,
+    conn: sqlite3.Connection,
     query: SearchQuery,
-    k: int,
-    *,
+    limit: int,
     within: int | None = None,
     only: Sequence[str] | None = None,
 ) -> list[Found]:
-    """The ``k`` most recently indexed rows ``query`` finds (among the last ``within``;
+    """The ``limit`` most recently indexed rows ``query`` finds (among the last ``within``;
     among the rows of the refs ``only`` when it is given)."""
-    positive(k)
+    positive(limit)
     match = sqlite_fts.expression(query)
     if match is None or (only is not None and not only):
         return []
     source, extra = _only(only)
     floor = 0
     if within is not None:
-        top = c.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()[0]
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM doc").fetchone()[0]
         floor = int(top) - within
-    # Postings are in rowid order: FTS5 walks them backwards and stops after k.
-    rows = c.execute(
+    # Postings are in rowid order: FTS5 walks them backwards and stops after limit.
+    rows = conn.execute(
         f"SELECT {FOUND_COLUMNS}, 0.0"
         f" FROM (SELECT doc_fts.rowid AS rowid FROM {source}"
         " WHERE doc_fts MATCH ? AND doc_fts.rowid > ?"
         " ORDER BY doc_fts.rowid DESC LIMIT ?) AS f"
         " JOIN doc AS d ON d.id = f.rowid ORDER BY d.id DESC",
-        (*extra, match, floor, k),
+        (*extra, match, floor, limit),
     ).fetchall()
     return [_found(r) for r in rows]
 
 
-def count_matches(c: sqlite3.Connection, queries: Sequence[SearchQuery], cap: int) -> list[int]:
+def count_matches(conn: sqlite3.Connection, queries: Sequence[SearchQuery], cap: int) -> list[int]:
     """Rows each query matches, counting no further than ``cap``."""
-    return [_count(c, sqlite_fts.expression(q), cap) for q in queries]
+    return [_count(conn, sqlite_fts.expression(q), cap) for q in queries]
 
 
-def _count(c: sqlite3.Connection, match: str | None, cap: int) -> int:
+def _count(conn: sqlite3.Connection, match: str | None, cap: int) -> int:
     if match is None:
         return 0
     return int(
-        c.execute(
+        conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM doc_fts WHERE doc_fts MATCH ? LIMIT ?)",
             (match, cap),
         ).fetchone()[0]
     )
 
 
-def unindex(c: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
+def unindex(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
     """Take the ``doc`` rows matching ``where`` out of the FTS index and ``doc``; how many
     there were. (An external-content FTS5 row is deleted with the values it was indexed
     with, so they are read first.)"""
-    old = c.execute(f"SELECT id, body, aside FROM doc WHERE {where}", params).fetchall()
-    c.executemany(
+    old = conn.execute(f"SELECT id, body, aside FROM doc WHERE {where}", params).fetchall()
+    conn.executemany(
         "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)", old
     )
-    c.executemany("DELETE FROM doc WHERE id = ?", ((row[0],) for row in old))
+    conn.executemany("DELETE FROM doc WHERE id = ?", ((row[0],) for row in old))
     return len(old)
-
-
-def _hit(row: Sequence[Any]) -> Hit:
-    kind, session, turn, text, tainted, ref, score = row
-    kind, session, turn, ref = located(kind, session, turn, ref)
-    return Hit(
-        kind=kind,
-        session=session,
-        turn=turn,
-        text=text,
-        tag="memory-tainted" if tainted else "memory",
-        score=-float(score),
-        ref=ref,
-    )
 
 
 def _found(row: Sequence[Any]) -> Found:
     """A found row with FTS5's bm25 negated (what ``sqlite.vectors`` reads rows with)."""
     return found_row(row, -1.0)
+
+
+#: The SQLite store's searches (``SqliteStore.text_search``).
+FTS = TextSearch(search, search_terms, newest, count_matches)

@@ -42,9 +42,6 @@ from pathlib import Path
 from tether.core.recall import symbols
 from tether.errors import StoreVersionError
 from tether.records import (
-    Found,
-    Hit,
-    SearchQuery,
     TextCell,
 )
 from tether.stores import cells
@@ -52,6 +49,7 @@ from tether.stores.budget import BudgetLedger
 from tether.stores.days import Days
 from tether.stores.dialect import SQLITE, Sql, T
 from tether.stores.memory import Doc, MemoryRepo
+from tether.stores.search import Searches
 from tether.stores.sqlite import search as fts
 from tether.stores.sqlite.file import SqliteFile, begun, tables
 from tether.stores.sqlite.migrations import AFTER, FTS_TABLE, MIGRATIONS, migrate
@@ -61,11 +59,13 @@ BUSY_TIMEOUT_MS = 10_000
 _LOG_KINDS = "('turn', 'summary')"
 
 
-class SqliteStore(MemoryRepo, BudgetLedger, Days, SqliteFile):
+class SqliteStore(MemoryRepo, Searches, BudgetLedger, Days, SqliteFile):
     """``tether.ports.Store`` over one SQLite file. Use from one thread at a time (a lock
     enforces it); close it when done (or use it as a context manager)."""
 
     busy_timeout_ms = BUSY_TIMEOUT_MS
+    #: The searches' SQL (``sqlite.search``, the FTS5 syntax in ``sqlite.fts``).
+    text_search = fts.FTS
 
     def __init__(self, path: Path | str, *, snapshot: bool = False) -> None:
         self._sync: str | None = None
@@ -125,8 +125,8 @@ class SqliteStore(MemoryRepo, BudgetLedger, Days, SqliteFile):
             self.path,
             lambda: self._write("migrating the schema"),
             MIGRATIONS,
-            version=lambda c: int(c.execute("PRAGMA user_version").fetchone()[0]),
-            set_version=lambda c, n: c.execute(f"PRAGMA user_version = {n}"),
+            version=lambda conn: int(conn.execute("PRAGMA user_version").fetchone()[0]),
+            set_version=lambda conn, version: conn.execute(f"PRAGMA user_version = {version}"),
             after=AFTER,
         )
 
@@ -196,37 +196,10 @@ class SqliteStore(MemoryRepo, BudgetLedger, Days, SqliteFile):
             self._secure_delete(False)
         return made, self._truncate_wal()
 
-    # -- search (the SQL is in ``sqlite.search``, the FTS5 syntax in ``sqlite.fts``) -------
 
-    def search(self, query: SearchQuery, k: int) -> list[Hit]:
-        with self._read("searching") as c:
-            return fts.search(c, query, k)
-
-    def search_terms(
-        self, query: SearchQuery, k: int, *, aside: float, only: Sequence[str] | None = None
-    ) -> list[Found]:
-        with self._read("searching") as c:
-            return fts.search_terms(c, query, k, aside=aside, only=only)
-
-    def newest(
-        self,
-        query: SearchQuery,
-        k: int,
-        *,
-        within: int | None = None,
-        only: Sequence[str] | None = None,
-    ) -> list[Found]:
-        with self._read("searching") as c:
-            return fts.newest(c, query, k, within=within, only=only)
-
-    def count_matches(self, queries: Sequence[SearchQuery], cap: int) -> list[int]:
-        with self._read("counting matches") as c:
-            return fts.count_matches(c, queries, cap)
-
-
-def _count_docs(c: sqlite3.Connection, delta: int) -> None:
+def _count_docs(conn: sqlite3.Connection, delta: int) -> None:
     if delta:
-        c.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
+        conn.execute("UPDATE stat SET value = value + ? WHERE name = 'doc_rows'", (delta,))
 
 
 def _reindex(db: Sql, cell: TextCell, text: str) -> bool:

@@ -41,15 +41,15 @@ from tether.stores.sweep import SweepTx
 BUSY_TIMEOUT_MS = 15_000
 
 
-def _sweep_version(c: sqlite3.Connection) -> int:
-    c.execute("CREATE TABLE IF NOT EXISTS sweep_schema_version (version INTEGER)")
-    row = c.execute("SELECT version FROM sweep_schema_version").fetchone()
+def _sweep_version(conn: sqlite3.Connection) -> int:
+    conn.execute("CREATE TABLE IF NOT EXISTS sweep_schema_version (version INTEGER)")
+    row = conn.execute("SELECT version FROM sweep_schema_version").fetchone()
     return 0 if row is None else int(row[0])
 
 
-def _set_sweep_version(c: sqlite3.Connection, version: int) -> None:
-    c.execute("DELETE FROM sweep_schema_version")
-    c.execute("INSERT INTO sweep_schema_version VALUES (?)", (version,))
+def _set_sweep_version(conn: sqlite3.Connection, version: int) -> None:
+    conn.execute("DELETE FROM sweep_schema_version")
+    conn.execute("INSERT INTO sweep_schema_version VALUES (?)", (version,))
 
 
 class SqliteSweepTx(SweepTx):

@@ -29,34 +29,33 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from tether.errors import StoreError
-from tether.records import Found, VecSource, VectorCounts
-from tether.stores.sqlite import search as fts
+from tether.records import Found
+from tether.stores.dialect import SQLITE, Sql, T
+from tether.stores.search import positive
 from tether.stores.sqlite.file import SqliteFile, begun
 from tether.stores.sqlite.migrations import MIGRATIONS
 from tether.stores.table_matrix import TableMatrix
 from tether.stores.vector_graph import GRAPH_FROM
 from tether.stores.vector_matrix import VectorMatrix, encode
+from tether.stores.vector_rows import Batch, Texts, VectorRows, by_score, model_id
 
 if TYPE_CHECKING:
     from tether.ports import Matrix, Progress
 
-#: Rows that never get a vector: tool calls are argument JSON, not something said.
-_TAKES_VECTOR = "(d.field IS NULL OR d.field != 'tool_call') AND d.text != ''"
 #: How vectors are written ('int8' or 'float32'; both are read).
 DTYPE = "int8"
 #: Vector rows read per query when loading the matrix.
 _LOAD_BATCH = 20_000
 
 
-class SqliteVectors(SqliteFile):
-    """``VectorIndex`` over the store's SQLite file. One lock serialises its use."""
+class SqliteVectors(VectorRows, SqliteFile):
+    """``VectorIndex`` over the store's SQLite file. One lock serialises its use (what
+    both backends share is ``vector_rows``)."""
 
     busy_timeout_ms = 10_000
 
@@ -100,42 +99,15 @@ class SqliteVectors(SqliteFile):
             with begun(c):
                 yield c
 
-    # -- what needs a vector ---------------------------------------------------------
+    def _in_read(self, doing: str, work: Callable[[Sql], T]) -> T:
+        with self._read(doing) as c:
+            return work(Sql(c, SQLITE))
 
-    def vector_counts(self, model: str) -> VectorCounts:
-        with self._read("counting vectors") as c:
-            total = c.execute(f"SELECT count(*) FROM doc AS d WHERE {_TAKES_VECTOR}").fetchone()[0]
-            mid = _model_id(c, model)
-            done = 0
-            if mid is not None:
-                done = c.execute(
-                    "SELECT count(DISTINCT v.doc) FROM doc_vec AS v WHERE v.model = ?", (mid,)
-                ).fetchone()[0]
-        return VectorCounts(done=int(done), total=int(total))
+    # -- storing vectors ---------------------------------------------------------------
 
-    def missing_vectors(self, model: str, limit: int, *, after: int = 0) -> list[VecSource]:
-        with self._read("finding rows without vectors") as c:
-            mid = _model_id(c, model)
-            rows = c.execute(
-                f"SELECT d.id, d.text, d.field FROM doc AS d WHERE d.id > ? AND {_TAKES_VECTOR}"
-                " AND NOT EXISTS (SELECT 1 FROM doc_vec AS v WHERE v.doc = d.id AND v.model = ?)"
-                " ORDER BY d.id LIMIT ?",
-                (after, -1 if mid is None else mid, limit),
-            ).fetchall()
-        return [VecSource(doc=int(r[0]), text=str(r[1]), field=r[2]) for r in rows]
-
-    def put_vectors(
-        self,
-        model: str,
-        rows: Sequence[tuple[int, Matrix]],
-        *,
-        texts: Mapping[int, str] | None = None,
-    ) -> None:
-        if not rows:
-            return
-        dim = int(rows[0][1].shape[1])
+    def _put(self, model: str, dim: int, rows: Batch, texts: Texts) -> None:
         with self._write("storing vectors") as c:
-            mid = _model_id(c, model)
+            mid = model_id(Sql(c, SQLITE), model)
             if mid is None:
                 cur = c.execute("INSERT INTO vec_model (name, dim) VALUES (?, ?)", (model, dim))
                 mid = int(cur.lastrowid or 0)
@@ -165,19 +137,14 @@ class SqliteVectors(SqliteFile):
     # -- search ------------------------------------------------------------------------
 
     def nearest(
-        self, model: str, query: Matrix, k: int, *, only: Sequence[str] | None = None
+        self, model: str, query: Matrix, limit: int, *, only: Sequence[str] | None = None
     ) -> list[Found]:
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        positive(limit)
         with self._cache:
             matrix = self._refresh(model)
             docs = None if only is None else self._refs(only)
-            best = dict(matrix.nearest(query, k, docs=docs))
-        found = self._rows_of(list(best))
-        return [
-            msgspec.structs.replace(found[d], score=best[d])
-            for d in sorted(found, key=lambda d: -best[d])
-        ]
+            best = dict(matrix.nearest(query, limit, docs=docs))
+        return by_score(self._rows_of(list(best)), best)
 
     def maintain(self, model: str, *, progress: Progress | None = None) -> int:
         return self._matrix.maintain(self._cache, lambda: self._refresh(model), progress=progress)
@@ -192,23 +159,15 @@ class SqliteVectors(SqliteFile):
                 )
             ]
 
-    def _rows_of(self, docs: Sequence[int]) -> dict[int, Found]:
-        if not docs:
-            return {}
-        with self._read("reading rows found by vector") as c:
-            rows = c.execute(
-                "SELECT d.id, d.kind, d.session, d.turn, d.field, d.tainted, d.ref, d.time,"
-                " d.text, 0.0 FROM doc AS d WHERE d.id IN (SELECT value FROM json_each(?))",
-                (_json_list(docs),),
-            ).fetchall()
-        return {int(r[0]): fts._found(r) for r in rows}
+    def _among(self, docs: Sequence[int]) -> tuple[str, Sequence[object]]:
+        return "d.id IN (SELECT value FROM json_each(?))", (_json_list(docs),)
 
     def _refresh(self, model: str) -> VectorMatrix:
         """The in-memory matrix in step with the table (under ``_cache``; see
         ``table_matrix.TableMatrix``)."""
         with self._read("loading vectors") as c:
             gone = int(c.execute("SELECT value FROM stat WHERE name = 'vec_gone'").fetchone()[0])
-            mid = _model_id(c, model)
+            mid = model_id(Sql(c, SQLITE), model)
             if mid is None:
                 self._matrix.forget()
                 return self._matrix.matrix
@@ -235,16 +194,13 @@ def _json_list(items: Sequence[object]) -> str:
     return json.dumps(list(items))
 
 
-def _model_id(c: sqlite3.Connection, model: str) -> int | None:
-    row = c.execute("SELECT id FROM vec_model WHERE name = ?", (model,)).fetchone()
-    return None if row is None else int(row[0])
-
-
-def _alive(c: sqlite3.Connection, docs: Sequence[int], texts: Mapping[int, str] | None) -> set[int]:
+def _alive(
+    conn: sqlite3.Connection, docs: Sequence[int], texts: Mapping[int, str] | None
+) -> set[int]:
     """The doc ids still indexed (and, given ``texts``, still holding that text)."""
     return {
         int(r[0])
-        for r in c.execute(
+        for r in conn.execute(
             "SELECT id, text FROM doc WHERE id IN (SELECT value FROM json_each(?))",
             (_json_list(docs),),
         )
