@@ -24,7 +24,9 @@ weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the
 turns when a turn it covers ranks above it; their hits carry the range they stand for
 (``_spanned``).
 
-Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
+Handed a complete ``memory.vectors.Vectors``, both also embed the question once (begun on
+the vectors' worker thread as a recall starts, its nearest rows searched there while the
+lexical search runs here; a question asked again is not embedded again) and
 fuse its nearest rows with the lexical ranking by a blend of their normalised scores
 (``ranking.blend``); when the question's words found nothing, only turns really near it
 (``ranking.supported``: a question related to nothing finds nothing, not the nearest
@@ -40,9 +42,11 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -55,6 +59,9 @@ from tether.memory.vectors import Vectors, vector_turns
 from tether.ports import RecallStore, SweepStore, TextSearch, TurnReader
 from tether.records import Found, Hit, SearchQuery
 from tether.scan.allow import home_allow
+
+if TYPE_CHECKING:
+    from tether.ports import Matrix
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
 FANOUT = 4
@@ -155,19 +162,34 @@ def _turns(
     return []
 
 
+def _fusing(vectors: Vectors | None, text: str) -> Future[Matrix] | None:
+    """``text``'s embedding begun on the vectors' worker thread, so it runs beside the rest
+    of the recall; None when there is nothing to fuse (no vectors, not every row has
+    one yet: recall stays lexical; nothing searchable in ``text``: nothing is found)."""
+    if vectors is None or not vectors.complete or not query.terms(text):
+        return None
+    return vectors.embed_later(text)
+
+
 def _fused(
     vectors: Vectors | None,
-    text: str,
-    q: _Question | None,
+    question: Future[Matrix] | None,
     *,
     pool: int = VECTOR_POOL,
     only: Sequence[str] | None = None,
-) -> list[ranking.Scored] | None:
-    """The vector ranking of ``text``'s turns, or None when there is none to fuse (no
-    vectors, or not every row has one yet: recall stays lexical)."""
-    if vectors is None or q is None or not vectors.complete:
+) -> Future[list[Found]] | None:
+    """The nearest rows of the question ``_fusing`` began, searched on the vectors' worker
+    thread while the caller runs the lexical search (``_near`` waits for them)."""
+    if vectors is None or question is None:
         return None
-    return vector_turns(vectors.nearest(text, pool, only=only), q.period)
+    return vectors.nearest_later(question, pool, only)
+
+
+def _near(found: Future[list[Found]] | None, q: _Question | None) -> list[ranking.Scored] | None:
+    """The vector ranking of the question's turns, or None when there is none to fuse."""
+    if found is None or q is None:
+        return None
+    return vector_turns(found.result(), q.period)
 
 
 log = logging.getLogger("tether.memory")
@@ -367,12 +389,14 @@ def recall(
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
+    question = _fusing(vectors, text)
     with _best_effort("bringing identity and facts in step"):
         _sync(store, sweep, home)
     refs = None if only is None else only()
+    found = _fused(vectors, question, only=refs)
     q = _question(store, text, time, budget)
     turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
-    near = _fused(vectors, text, q, only=refs)
+    near = _near(found, q)
     if near is not None:
         turns = ranking.blend(turns, ranking.supported(turns, near))
     turns = _placed(turns, k)  # before the period listing, which ranks by time, not score
@@ -404,13 +428,14 @@ def recall_sessions(
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
+    found = _fused(vectors, _fusing(vectors, text), pool=SESSION_TURNS * FANOUT)
     q = _question(store, text, time, budget)
     if q is None:
         return []
     pool = max(SESSION_TURNS * FANOUT, POOL)
     turns = _turns(store, q, pool, budget, aside=ranking.SESSION_ASIDE_WEIGHT)
     sessions = ranking.by_session(turns, ranking.SESSION_REST)
-    near = _fused(vectors, text, q, pool=SESSION_TURNS * FANOUT)
+    near = _near(found, q)
     near = None if near is None else ranking.supported(turns, near)
     if near is not None and SESSION_FUSION == "turns":
         sessions = ranking.by_session(ranking.blend(turns, near), ranking.SESSION_REST)
