@@ -10,9 +10,11 @@ timed questions are asked for the first time); then the same blocks are asked ag
 timed apart ("asked again": what a kept question vector saves).
 
 Prints one JSON line per side and figure: p50 / p99 wall ms of a fused ``recall`` (k 5,
-query embedding included), the p50 CPU ms of the process (every thread), and the load
-average. With ``--dump-hits PREFIX`` each side also writes ``recall_latency.dump_hits``
-to ``PREFIX.base`` / ``PREFIX.branch`` (untimed) for ``benchmarks/same_hits.py``.
+query embedding included), the p50 CPU ms of the process (every thread), the median over
+blocks of the branch's block median to the base's (the pairs ran back to back: less
+swayed by the load's swings than the pooled percentiles), and the load average. With
+``--dump-hits PREFIX`` each side also writes ``recall_latency.dump_hits`` to
+``PREFIX.base`` / ``PREFIX.branch`` (untimed) for ``benchmarks/same_hits.py``.
 
     PYTHONPATH=src:. nice -n 10 .venv/bin/python benchmarks/recall_ab.py \\
         --keep DIR --turns 100000 --base /path/to/main/src [--queries 200] [--block 20] \\
@@ -119,10 +121,12 @@ class Side:
         got: dict[str, Any] = json.loads(answer)
         return got
 
-    def run(self, start: int, stop: int, phase: str) -> None:
+    def run(self, start: int, stop: int, phase: str) -> float:
+        """Time questions ``start:stop``; their median wall ms."""
         got = self.ask({"from": start, "to": stop})
         self.wall[phase] += got["wall"]
         self.cpu[phase] += got["cpu"]
+        return percentile(got["wall"], 50)
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -157,10 +161,14 @@ def main() -> None:
             (s, min(s + args.block, args.queries)) for s in range(0, args.queries, args.block)
         ]
         loads = [os.getloadavg()[0]]
+        ratios: dict[str, list[float]] = {"first": [], "again": []}
         for phase in ("first", "again"):
             for i, (start, stop) in enumerate(blocks):
-                for side in sides if i % 2 == 0 else sides[::-1]:
-                    side.run(start, stop, phase)
+                took = {
+                    side.name: side.run(start, stop, phase)
+                    for side in (sides if i % 2 == 0 else sides[::-1])
+                }
+                ratios[phase].append(took["branch"] / took["base"])
                 loads.append(os.getloadavg()[0])
         if args.dump_hits is not None:
             for side in sides:
@@ -178,6 +186,7 @@ def main() -> None:
                     p99=round(percentile(wall, 99), 2),
                     cpu_p50=round(percentile(cpu, 50), 2),
                     graph=side.ready["graph"],
+                    branch_to_base_block_p50=round(percentile(ratios[phase], 50), 3),
                     vectors=side.ready["vectors"],
                     load=round(sum(loads) / len(loads), 1),
                 )

@@ -24,13 +24,12 @@ weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the
 turns when a turn it covers ranks above it; their hits carry the range they stand for
 (``_spanned``).
 
-Handed a complete ``memory.vectors.Vectors``, both also embed the question once (begun on
-the vectors' worker thread as a recall starts, its nearest rows searched there while the
-lexical search runs here; a question asked again is not embedded again) and
-fuse its nearest rows with the lexical ranking by a blend of their normalised scores
-(``ranking.blend``); when the question's words found nothing, only turns really near it
-(``ranking.supported``: a question related to nothing finds nothing, not the nearest
-unrelated turns). Turns for ``recall``; for
+Handed a complete ``memory.vectors.Vectors``, both also embed the question once (its
+nearest rows searched while the lexical search runs on the vectors' worker thread; a
+question asked again is not embedded again) and fuse its nearest rows with the lexical
+ranking by a blend of their normalised scores (``ranking.blend``); when the question's
+words found nothing, only turns really near it (``ranking.supported``: a question related
+to nothing finds nothing, not the nearest unrelated turns). Turns for ``recall``; for
 ``recall_sessions``, each ranking aggregated per session first, then the sessions
 blended (``ranking.blend_sessions``). The period boost applies to both rankings. The API
 and what is returned are the same with and without vectors.
@@ -42,11 +41,9 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -59,9 +56,6 @@ from tether.memory.vectors import Vectors, vector_turns
 from tether.ports import RecallStore, SweepStore, TextSearch, TurnReader
 from tether.records import Found, Hit, SearchQuery
 from tether.scan.allow import home_allow
-
-if TYPE_CHECKING:
-    from tether.ports import Matrix
 
 #: Rows fetched per hit wanted, so the several rows of one turn still leave k hits.
 FANOUT = 4
@@ -162,34 +156,50 @@ def _turns(
     return []
 
 
-def _fusing(vectors: Vectors | None, text: str) -> Future[Matrix] | None:
-    """``text``'s embedding begun on the vectors' worker thread, so it runs beside the rest
-    of the recall; None when there is nothing to fuse (no vectors, not every row has
-    one yet: recall stays lexical; nothing searchable in ``text``: nothing is found)."""
+def _fusing(vectors: Vectors | None, text: str) -> Vectors | None:
+    """``vectors`` when there is something to fuse: None without vectors, when not every
+    row has one yet (recall stays lexical), or when nothing in ``text`` is searchable
+    (nothing is found, and the model is not run)."""
     if vectors is None or not vectors.complete or not query.terms(text):
         return None
-    return vectors.embed_later(text)
+    return vectors
 
 
-def _fused(
+def _lexical(
+    store: TextSearch,
+    text: str,
+    time: datetime,
+    budget: int,
+    pool: int,
+    *,
+    aside: float = ranking.ASIDE_WEIGHT,
+    only: Sequence[str] | None = None,
+) -> tuple[_Question | None, list[ranking.Scored]]:
+    """The question analysed and its lexical ranking (``_question``, ``_turns``)."""
+    q = _question(store, text, time, budget)
+    return q, [] if q is None else _turns(store, q, pool, budget, aside=aside, only=only)
+
+
+def _both(
     vectors: Vectors | None,
-    question: Future[Matrix] | None,
+    text: str,
+    lexical: Callable[[], tuple[_Question | None, list[ranking.Scored]]],
     *,
     pool: int = VECTOR_POOL,
     only: Sequence[str] | None = None,
-) -> Future[list[Found]] | None:
-    """The nearest rows of the question ``_fusing`` began, searched on the vectors' worker
-    thread while the caller runs the lexical search (``_near`` waits for them)."""
-    if vectors is None or question is None:
-        return None
-    return vectors.nearest_later(question, pool, only)
-
-
-def _near(found: Future[list[Found]] | None, q: _Question | None) -> list[ranking.Scored] | None:
-    """The vector ranking of the question's turns, or None when there is none to fuse."""
-    if found is None or q is None:
-        return None
-    return vector_turns(found.result(), q.period)
+) -> tuple[_Question | None, list[ranking.Scored], list[ranking.Scored] | None]:
+    """``lexical()`` and, with vectors to fuse, the vector ranking of ``text``'s turns
+    (None: none). The lexical search runs on the vectors' worker thread while this one
+    embeds the question and searches its nearest rows: the model, faiss and SQLite let
+    go of the GIL, so the two overlap, and the longer path (the vectors') stays on the
+    caller's thread, which need not wait to be woken once it is done."""
+    fusing = _fusing(vectors, text)
+    if fusing is None:
+        return *lexical(), None
+    beside = fusing.beside(lexical)
+    found = fusing.nearest(text, pool, only=only)
+    q, turns = beside.result()
+    return q, turns, None if q is None else vector_turns(found, q.period)
 
 
 log = logging.getLogger("tether.memory")
@@ -389,14 +399,13 @@ def recall(
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
-    question = _fusing(vectors, text)
     with _best_effort("bringing identity and facts in step"):
         _sync(store, sweep, home)
     refs = None if only is None else only()
-    found = _fused(vectors, question, only=refs)
-    q = _question(store, text, time, budget)
-    turns = [] if q is None else _turns(store, q, max(k * FANOUT, POOL), budget, only=refs)
-    near = _near(found, q)
+    pool = max(k * FANOUT, POOL)
+    q, turns, near = _both(
+        vectors, text, lambda: _lexical(store, text, time, budget, pool, only=refs), only=refs
+    )
     if near is not None:
         turns = ranking.blend(turns, ranking.supported(turns, near))
     turns = _placed(turns, k)  # before the period listing, which ranks by time, not score
@@ -428,14 +437,16 @@ def recall_sessions(
     """
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
-    found = _fused(vectors, _fusing(vectors, text), pool=SESSION_TURNS * FANOUT)
-    q = _question(store, text, time, budget)
+    pool = max(SESSION_TURNS * FANOUT, POOL)
+    q, turns, near = _both(
+        vectors,
+        text,
+        lambda: _lexical(store, text, time, budget, pool, aside=ranking.SESSION_ASIDE_WEIGHT),
+        pool=SESSION_TURNS * FANOUT,
+    )
     if q is None:
         return []
-    pool = max(SESSION_TURNS * FANOUT, POOL)
-    turns = _turns(store, q, pool, budget, aside=ranking.SESSION_ASIDE_WEIGHT)
     sessions = ranking.by_session(turns, ranking.SESSION_REST)
-    near = _near(found, q)
     near = None if near is None else ranking.supported(turns, near)
     if near is not None and SESSION_FUSION == "turns":
         sessions = ranking.by_session(ranking.blend(turns, near), ranking.SESSION_REST)

@@ -12,10 +12,9 @@ and the two rankings fused (``core.recall.ranking.blend``). What ``recall`` and
   what a reply is about shows there, what is asked about later is the owner's words, and
   whole replies (five times the owner's words on LongMemEval) cost four times the time.
 - Asking: a question's vector is kept (``ASKED`` of them, the last asked), so an agent that
-  asks again skips the model; ``nearest_later`` finds a question's nearest rows on the
-  ``Vectors``' own worker thread while the caller runs the lexical search (the model and
-  SQLite let go of the GIL: the two overlap on two cores), the embedding begun first
-  (``embed_later``), as soon as the question is known.
+  asks again skips the model; ``beside`` runs recall's lexical search on the ``Vectors``'
+  own worker thread while the caller embeds the question and searches its nearest rows
+  (the model, faiss and SQLite let go of the GIL: the two overlap on two cores).
 - ``embed_missing``: the indexer's loop, shared by the daemon and the CLI: rows without a
   vector, in id order, in batches, each batch committed (a kill loses at most one batch
   and re-embeds nothing done), then the index's ``maintain`` (at scale, the approximate
@@ -31,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tether.core.recall import ranking
 from tether.core.recall.periods import Period
@@ -40,6 +39,8 @@ from tether.records import Found, VectorCounts
 
 if TYPE_CHECKING:
     from tether.ports import Matrix
+
+T = TypeVar("T")
 
 #: Words of a row embedded whole; a longer row is cut in parts of this many words.
 PART_WORDS = 160
@@ -123,36 +124,19 @@ class Vectors:
         with self._asked_lock:
             self._asked.clear()
 
-    def embed_later(self, text: str) -> Future[Matrix]:
-        """``embed_question(text)`` begun on the worker thread (done at once when kept)."""
+    def beside(self, work: Callable[[], T]) -> Future[T]:
+        """``work()`` begun on this ``Vectors``' worker thread (one, made on first use,
+        taking one job at a time), for the caller to embed and search meanwhile (recall's
+        lexical search); its errors are raised by ``result()``."""
         with self._asked_lock:
-            kept = self._asked.get(text)
-        if kept is not None:
-            done: Future[Matrix] = Future()
-            done.set_result(kept)
-            return done
-        return self._pool().submit(self.embed_question, text)
-
-    def nearest_later(
-        self, question: Future[Matrix], k: int, only: Sequence[str] | None = None
-    ) -> Future[list[Found]]:
-        """``nearest`` of the question ``embed_later`` began, found on the worker thread;
-        its errors (``EmbedderError``, ``StoreError``) are raised by ``result()``. The
-        worker takes one job at a time in order, so the embedding is done (or failed)
-        before the search waits on it."""
-        return self._pool().submit(lambda: self._nearest(question.result(), k, only))
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="tether-recall-beside")
+            worker = self._worker
+        return worker.submit(work)
 
     def _nearest(self, query: Matrix, k: int, only: Sequence[str] | None) -> list[Found]:
         found = self.index.nearest(self.model, query, k, only=only)
         return [f for f in found if f.score >= MIN_COSINE]
-
-    def _pool(self) -> ThreadPoolExecutor:
-        """One worker thread, made on first use: recall's vectors are found beside its
-        lexical search (its thread ends when this ``Vectors`` is dropped)."""
-        with self._asked_lock:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(1, thread_name_prefix="tether-recall-vectors")
-            return self._worker
 
 
 def parts(text: str, field: str | None = None) -> list[str]:
