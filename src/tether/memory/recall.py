@@ -41,6 +41,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -197,7 +198,11 @@ def _both(
     if fusing is None:
         return *lexical(), None
     beside = fusing.beside(lexical)
-    found = fusing.nearest(text, pool, only=only)
+    try:
+        found = fusing.nearest(text, pool, only=only)
+    except BaseException:
+        futures.wait([beside])  # nothing of this recall left running when it raises
+        raise
     q, turns = beside.result()
     return q, turns, None if q is None else vector_turns(found, q.period)
 
