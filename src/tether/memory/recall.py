@@ -24,11 +24,12 @@ weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the
 turns when a turn it covers ranks above it; their hits carry the range they stand for
 (``_spanned``).
 
-Handed a complete ``memory.vectors.Vectors``, both also embed the question once and
-fuse its nearest rows with the lexical ranking by a blend of their normalised scores
-(``ranking.blend``); when the question's words found nothing, only turns really near it
-(``ranking.supported``: a question related to nothing finds nothing, not the nearest
-unrelated turns). Turns for ``recall``; for
+Handed a complete ``memory.vectors.Vectors``, both also embed the question once (its
+nearest rows searched while the lexical search runs on the vectors' worker thread; a
+question asked again is not embedded again) and fuse its nearest rows with the lexical
+ranking by a blend of their normalised scores (``ranking.blend``); when the question's
+words found nothing, only turns really near it (``ranking.supported``: a question related
+to nothing finds nothing, not the nearest unrelated turns). Turns for ``recall``; for
 ``recall_sessions``, each ranking aggregated per session first, then the sessions
 blended (``ranking.blend_sessions``). The period boost applies to both rankings. The API
 and what is returned are the same with and without vectors.
@@ -40,6 +41,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -157,19 +159,54 @@ def _turns(
     return []
 
 
-def _fused(
+def _fusing(vectors: Vectors | None, text: str) -> Vectors | None:
+    """``vectors`` when there is something to fuse: None without vectors, when not every
+    row has one yet (recall stays lexical), or when nothing in ``text`` is searchable
+    (nothing is found, and the model is not run)."""
+    if vectors is None or not vectors.complete or not query.terms(text):
+        return None
+    return vectors
+
+
+def _lexical(
+    store: TextSearch,
+    text: str,
+    time: datetime,
+    budget: int,
+    pool: int,
+    *,
+    aside: float = ranking.ASIDE_WEIGHT,
+    only: Sequence[str] | None = None,
+) -> tuple[_Question | None, list[ranking.Scored]]:
+    """The question analysed and its lexical ranking (``_question``, ``_turns``)."""
+    q = _question(store, text, time, budget)
+    return q, [] if q is None else _turns(store, q, pool, budget, aside=aside, only=only)
+
+
+def _both(
     vectors: Vectors | None,
     text: str,
-    question: _Question | None,
+    lexical: Callable[[], tuple[_Question | None, list[ranking.Scored]]],
     *,
     pool: int = VECTOR_POOL,
     only: Sequence[str] | None = None,
-) -> list[ranking.Scored] | None:
-    """The vector ranking of ``text``'s turns, or None when there is none to fuse (no
-    vectors, or not every row has one yet: recall stays lexical)."""
-    if vectors is None or question is None or not vectors.complete:
-        return None
-    return vector_turns(vectors.nearest(text, pool, only=only), question.period)
+) -> tuple[_Question | None, list[ranking.Scored], list[ranking.Scored] | None]:
+    """``lexical()`` and, with vectors to fuse, the vector ranking of ``text``'s turns
+    (None: none). The lexical search runs on the vectors' worker thread while this one
+    embeds the question and searches its nearest rows: the model, faiss and SQLite let
+    go of the GIL, so the two overlap, and the longer path (the vectors') stays on the
+    caller's thread, which need not wait to be woken once it is done."""
+    fusing = _fusing(vectors, text)
+    if fusing is None:
+        return *lexical(), None
+    beside = fusing.beside(lexical)
+    try:
+        found = fusing.nearest(text, pool, only=only)
+    except BaseException:
+        futures.wait([beside])  # nothing of this recall left running when it raises
+        raise
+    q, turns = beside.result()
+    return q, turns, None if q is None else vector_turns(found, q.period)
 
 
 log = logging.getLogger("tether.memory")
@@ -374,9 +411,10 @@ def recall(
     with _best_effort("bringing identity and facts in step"):
         _sync(store, sweep, home)
     refs = None if only is None else only()
-    q = _question(store, text, time, budget)
-    turns = [] if q is None else _turns(store, q, max(limit * FANOUT, POOL), budget, only=refs)
-    near = _fused(vectors, text, q, only=refs)
+    pool = max(limit * FANOUT, POOL)
+    q, turns, near = _both(
+        vectors, text, lambda: _lexical(store, text, time, budget, pool, only=refs), only=refs
+    )
     if near is not None:
         turns = ranking.blend(turns, ranking.supported(turns, near))
     turns = _placed(turns, limit)  # before the period listing, which ranks by time, not score
@@ -408,13 +446,16 @@ def recall_sessions(
     """
     if limit < 1:
         raise BadInputError(f"k must be at least 1 (got {limit})")
-    q = _question(store, text, time, budget)
+    pool = max(SESSION_TURNS * FANOUT, POOL)
+    q, turns, near = _both(
+        vectors,
+        text,
+        lambda: _lexical(store, text, time, budget, pool, aside=ranking.SESSION_ASIDE_WEIGHT),
+        pool=SESSION_TURNS * FANOUT,
+    )
     if q is None:
         return []
-    pool = max(SESSION_TURNS * FANOUT, POOL)
-    turns = _turns(store, q, pool, budget, aside=ranking.SESSION_ASIDE_WEIGHT)
     sessions = ranking.by_session(turns, ranking.SESSION_REST)
-    near = _fused(vectors, text, q, pool=SESSION_TURNS * FANOUT)
     near = None if near is None else ranking.supported(turns, near)
     if near is not None and SESSION_FUSION == "turns":
         sessions = ranking.by_session(ranking.blend(turns, near), ranking.SESSION_REST)

@@ -11,6 +11,10 @@ and the two rankings fused (``core.recall.ranking.blend``). What ``recall`` and
   scores by its best part. A reply is embedded by its opening ``REPLY_WORDS`` words only:
   what a reply is about shows there, what is asked about later is the owner's words, and
   whole replies (five times the owner's words on LongMemEval) cost four times the time.
+- Asking: a question's vector is kept (``ASKED`` of them, the last asked), so an agent that
+  asks again skips the model; ``beside`` runs recall's lexical search on the ``Vectors``'
+  own worker thread while the caller embeds the question and searches its nearest rows
+  (the model, faiss and SQLite let go of the GIL: the two overlap on two cores).
 - ``embed_missing``: the indexer's loop, shared by the daemon and the CLI: rows without a
   vector, in id order, in batches, each batch committed (a kill loses at most one batch
   and re-embeds nothing done), then the index's ``maintain`` (at scale, the approximate
@@ -22,13 +26,21 @@ No LLM is called at query time: the embedder is a small local model.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from tether.core.recall import ranking
 from tether.core.recall.periods import Period
 from tether.ports import Embedder, Progress, VectorIndex
 from tether.records import Found, VectorCounts
+
+if TYPE_CHECKING:
+    from tether.ports import Matrix
+
+T = TypeVar("T")
 
 #: Words of a row embedded whole; a longer row is cut in parts of this many words.
 PART_WORDS = 160
@@ -49,6 +61,10 @@ MIN_COSINE = 0.0
 POOL = 200
 #: Rows embedded per batch (one transaction each).
 BATCH_ROWS = 64
+#: Questions whose vectors a ``Vectors`` keeps, the last asked: an agent asks again what
+#: it asked a few turns before, and the model costs ~8 ms of CPU a question (the vectors
+#: are the model's own, bit for bit: a kept one ranks as a fresh one). 384 floats each.
+ASKED = 256
 
 
 @dataclass
@@ -60,6 +76,13 @@ class Vectors:
     counts: VectorCounts = field(default_factory=lambda: VectorCounts(0, 0))
     #: Held while a recall embeds missing rows (``memory.readiness``): one pass at a time.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _asked: OrderedDict[str, Matrix] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
+    _asked_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+    _worker: ThreadPoolExecutor | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -79,7 +102,39 @@ class Vectors:
     def nearest(self, text: str, limit: int, only: Sequence[str] | None = None) -> list[Found]:
         """The rows nearest ``text`` (cosine in ``score``, at least ``MIN_COSINE``), best
         first."""
-        query = self.embedder.embed([text])
+        return self._nearest(self.embed_question(text), limit, only)
+
+    def embed_question(self, text: str) -> Matrix:
+        """``text``'s vector (one row), kept for the next ``ASKED`` questions."""
+        with self._asked_lock:
+            kept = self._asked.get(text)
+            if kept is not None:
+                self._asked.move_to_end(text)
+                return kept
+        vector = self.embedder.embed([text])
+        vector.setflags(write=False)  # shared by every recall that asks it again
+        with self._asked_lock:
+            self._asked[text] = vector
+            while len(self._asked) > ASKED:
+                self._asked.popitem(last=False)
+        return vector
+
+    def forget_asked(self) -> None:
+        """Keep no question's vector (the next ask of each runs the model)."""
+        with self._asked_lock:
+            self._asked.clear()
+
+    def beside(self, work: Callable[[], T]) -> Future[T]:
+        """``work()`` begun on this ``Vectors``' worker thread (one, made on first use,
+        taking one job at a time), for the caller to embed and search meanwhile (recall's
+        lexical search); its errors are raised by ``result()``."""
+        with self._asked_lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="tether-recall-beside")
+            worker = self._worker
+        return worker.submit(work)
+
+    def _nearest(self, query: Matrix, limit: int, only: Sequence[str] | None) -> list[Found]:
         found = self.index.nearest(self.model, query, limit, only=only)
         return [f for f in found if f.score >= MIN_COSINE]
 
