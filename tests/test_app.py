@@ -88,3 +88,42 @@ def test_a_bad_test_time_is_one_line_and_exit_2(home: Path) -> None:
     assert out.stderr.strip() == (
         "tether: error: TETHER_TEST_NOW='tomorrow' is not an RFC 3339 time with a zone"
     )
+
+
+def test_store_info_is_of_the_stores_the_app_holds(home: Path) -> None:
+    from tether.stores.sqlite.migrations import MIGRATIONS
+
+    with App(home) as app:
+        info = app.store_info()
+        assert (info.backend, info.level, info.known) == ("sqlite", len(MIGRATIONS), info.level)
+        assert info.sweep_level == info.sweep_known
+        store = app.store()  # the one store_info opened, not a second
+        assert app.store_info() == info
+        assert app.store() is store
+    with pytest.raises(StoreError):
+        store.notes()
+
+
+def test_the_full_disk_snapshot_is_opened_once_and_closed_with_the_app(home: Path) -> None:
+    with App(home, clock=FixedClock(AT)) as app:
+        app.store().add_note("kept", untrusted=False, session=None, time=AT)
+    with App(home) as app:
+        snapshot = app.snapshot()
+        assert app.snapshot() is snapshot
+        assert [n.text for n in snapshot.notes()] == ["kept"]
+    with pytest.raises(StoreError):
+        snapshot.notes()
+
+
+def test_required_vectors_open_whatever_the_setting_says(home: Path) -> None:
+    from tether.llm import embedder
+
+    if not embedder.available():
+        pytest.skip("the extra tether[vectors] is not installed")
+    with App(home) as app:
+        assert app.vectors() is None  # the test home pins lexical recall
+        assert not app.vectors_on()
+        vectors = app.vectors(required=True)
+        assert vectors is not None
+        assert app.vectors(required=True) is vectors
+        assert app.vectors() is None  # the setting still rules recall

@@ -85,6 +85,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
     | {"agent", "imports", "scheduler", "daemon"},
+    # `tether demo`: a live session of the embedded model through the root's runtime,
+    # each step checked; the CLI only draws it
+    "demo": SERVICE_BASE | {"llm", "home", "memory", "agent", "scheduler", "daemon"},
     # the memory browser page (`tether ui`): a reader like the CLI's listings, over the
     # same services and the same use-case functions; never the CLI (see `ui_apart`); the
     # CLI starts it and hands it what it may not open (its application's stores and clock)
@@ -93,7 +96,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli": SERVICE_BASE
     | {"extract"}
     | {"stores", "llm", "home", "broker", "memory", "checkpoint", "sweep", "views", "tools"}
-    | {"agent", "imports", "scheduler", "daemon", "doctor", "recall", "usage", "ui", "mcp"},
+    | {"agent", "imports", "scheduler", "daemon", "doctor", "recall", "usage", "ui", "mcp"}
+    | {"demo"},
     # public fakes for tests; production never imports them (one exception below)
     "testing": frozenset({"errors", "records", "core"}),
     # the files `tether init` copies (package data; no code)
@@ -471,6 +475,68 @@ def named_parameters(rel: str, source: str) -> list[Broken]:
     return broken
 
 
+#: What opens a resource: a store of either backend, a pool of connections, recall's
+#: vectors (the index, the embedding model), the chat model. Called only by the
+#: application (``daemon/app.py``: each opened once, closed once), by the adapters that
+#: implement them (``stores/``, ``llm/``), and by the openers it calls (below).
+OPENERS = frozenset(
+    {
+        "open_store",
+        "open_sweep_store",
+        "open_snapshot",
+        "open_vector_index",
+        "open_vectors",
+        "open_pool",
+        "open_owner_store",
+        "open_owner_sweep",
+        "build_llm",
+        "PgPool",
+        "PgStore",
+        "PostgresStore",
+        "PostgresSweepStore",
+        "PostgresVectors",
+        "SqliteStore",
+        "SqliteSweepStore",
+        "SqliteVectors",
+    }
+)
+#: ``embedder.load()``: the embedding model, loaded.
+LOADS = frozenset({("embedder", "load")})
+APP = "daemon/app.py"
+#: Where else, by (file, top-level function or class), and why.
+OPENED_ALLOWED = {
+    (APP, "App"): "the application",
+    ("daemon/vectors.py", "open_vectors"): "the vectors' opener, which App.vectors calls",
+}
+OPENER_PARTS = ("stores/", "llm/")
+
+
+def opened_by_app(rel: str, source: str) -> list[Broken]:
+    """A store, pool, vectors or model opened outside the application: each would be a
+    second open, and a close nobody owns."""
+    if rel.startswith(OPENER_PARTS):
+        return []
+    broken = []
+    for top in ast.parse(source).body:
+        name = getattr(top, "name", None)
+        if (rel, name) in OPENED_ALLOWED:
+            continue
+        for node in ast.walk(top):
+            if not isinstance(node, ast.Call):
+                continue
+            func, called = node.func, None
+            if isinstance(func, ast.Name) and func.id in OPENERS:
+                called = func.id
+            elif isinstance(func, ast.Attribute):
+                owner = func.value.id if isinstance(func.value, ast.Name) else None
+                if func.attr in OPENERS or (owner, func.attr) in LOADS:
+                    called = f"{owner}.{func.attr}" if owner else func.attr
+            if called is not None:
+                rule = f"{called}() opens a resource: ask the application ({APP}) for it"
+                broken.append(Broken(rel, node.lineno, rule))
+    return broken
+
+
 CHECKS = (
     layering,
     purity,
@@ -483,6 +549,7 @@ CHECKS = (
     thin_commands,
     wall_clock,
     named_parameters,
+    opened_by_app,
 )
 
 
@@ -589,6 +656,43 @@ BACK_DOORS = [
     (named_parameters, "core/recall/ranking.py", "out.sort(key=lambda s: -s.score)\n", 1),
     (named_parameters, "llm/gguf.py", "async def read(*, n: int = 1): ...\n", 1),
     (named_parameters, "mcp/service.py", "def recall(query, k): ...\n", 1),
+    # resources opened beside the application, each its own open and close: the sweep
+    # worker's pool, stores and model; the imports' and hooks' vectors; recall's
+    # read-only file on a full disk; doctor's vectors; the demo's and the sweep's model
+    (opened_by_app, "daemon/fleet.py", "with PgPool(url, max_size=4) as pool:\n    pass\n", 1),
+    (
+        opened_by_app,
+        "daemon/fleet.py",
+        "def run_worker(url):\n    s = PostgresSweepStore(url, 'a', pool=pool)\n",
+        2,
+    ),
+    (
+        opened_by_app,
+        "cli/embedding.py",
+        "def f(home, config):\n    v = open_vectors(home, config)\n",
+        2,
+    ),
+    (opened_by_app, "cli/commands_recall.py", "s = SqliteStore(path, snapshot=True)\n", 1),
+    (
+        opened_by_app,
+        "daemon/vectors.py",
+        "def lexical_reason(home, config):\n    vectors = open_vectors(home, config)\n",
+        2,
+    ),
+    (opened_by_app, "cli/demo.py", "model = Recording(build_llm(config))\n", 1),
+    (
+        opened_by_app,
+        "daemon/compose.py",
+        "def sweep_llm(config):\n    return build_llm(config)\n",
+        2,
+    ),
+    (
+        opened_by_app,
+        "memory/vectors.py",
+        "from tether.llm import embedder\nv = embedder.load()\n",
+        2,
+    ),
+    (opened_by_app, "ui/views.py", "from tether import stores\ns = stores.open_store(h, c)\n", 2),
 ]
 
 
@@ -633,6 +737,13 @@ def test_what_the_house_allows_is_not_flagged() -> None:
     assert named_parameters("stores/sqlite/file.py", "def tables(conn, _):\n    i = 0\n") == []
     assert named_parameters("mcp/server.py", "async def recall(ctx, query, k=8): ...\n") == []
     assert named_parameters("core/x.py", "squares = [x * x for x in range(3)]\n") == []
+    app = "class App:\n    def store(self):\n        return open_store(self.home, self.config)\n"
+    assert opened_by_app(APP, app) == []
+    assert (
+        opened_by_app("stores/__init__.py", "def open_store(h, c):\n    return SqliteStore(h)\n")
+        == []
+    )
+    assert opened_by_app("cli/commands_recall.py", "store = ctx.app.store()\n") == []
 
 
 # -- the architecture page lists every module --------------------------------------------

@@ -84,8 +84,8 @@ classes: every subclass drawn, under its real parent, in its module, with its ex
     │                                sent (kind, reason code, bound, local day)
     ├── LedgerError                  [scheduler.ledger] a jobs/runs.jsonl line we cannot read
     │                                (file, line, problem)
-    ├── DemoStepError                [cli.demo] a ``tether demo`` step did not do what it
-    │                                claims (step, problem)
+    ├── DemoStepError                [demo.steps] a ``tether demo`` step did not do what
+    │                                it claims (step, problem)
     ├── DaemonProtocolError          [daemon.replies] a daemon reply the CLI cannot read: not
     │                                JSON, a field missing or mistyped (socket, status, problem)
     └── SweepError                   [core.sweep.errors] the daily sweep stopped for an owner;

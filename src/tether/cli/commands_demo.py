@@ -7,7 +7,6 @@ claims; otherwise 1, naming the step.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import click
@@ -15,10 +14,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from tether.cli.demo import STEPS, Event, run
+from tether.demo.steps import STEPS, Event, Ran, run
 
 
-def _run(home: Path, console: Console) -> float:
+def _run(home: Path | None, console: Console) -> Ran:
     with Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -63,15 +62,13 @@ def demo_cmd(demo_home: Path | None) -> None:
     console.print(
         "[bold]tether demo[/bold]: an embedded SmolLM2-135M, a 1024-token context per slot"
     )
-    if demo_home is not None:
-        elapsed = _run(demo_home.absolute(), console)
-        where = f"home kept at {demo_home}; try `tether --home {demo_home} session show demo`"
+    ran = _run(demo_home, console)
+    if ran.kept is not None:
+        where = f"home kept at {ran.kept}; try `tether --home {ran.kept} session show demo`"
     else:
-        with tempfile.TemporaryDirectory(prefix="tether-demo-") as tmp:
-            elapsed = _run(Path(tmp) / "home", console)
         where = "temporary home removed (keep one with --home DIR)"
     console.print(
-        f"[bold green]demo passed[/bold green]: every step checked in {elapsed:.1f} s; {where}",
+        f"[bold green]demo passed[/bold green]: every step checked in {ran.elapsed:.1f} s; {where}",
         soft_wrap=True,
     )
 

@@ -37,7 +37,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     from tether.doctor.checks import examine
 
     config = ctx.config()
-    report = examine(ctx.home, config, ctx.now(), store=ctx.store, sweep_reader=ctx.sweep_reader)
+    report = examine(ctx.app)
     if as_json:
         echo_json(_json(report))
     else:

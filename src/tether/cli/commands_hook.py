@@ -54,38 +54,28 @@ def _setting(ctx: Context, harness: str, started: float) -> HookSetting:
     )
 
 
-#: A low estimate of how fast a session's new rows are indexed (FTS5 inserts run at
-#: ~20 MB/s here): with less time left than a segment needs, the hook leaves its
-#: indexing to the pass every recall runs first (``recall_appended``).
-INDEX_BYTES_PER_S = 5_000_000
-
-
 def _recallable(
     ctx: Context, slot: int
 ) -> Callable[[HookSetting, str, str, Callable[[], float]], tuple[str, str | None]]:
-    """What a hook calls with each window it banked: its messages into the harness's
-    session (``checkpoint.recallable``), then that session indexed and (vectors on) its
-    rows embedded, in the time left; what is not, the next recall catches up."""
+    """What a hook calls with each window it banked (``recall.banked``), over the
+    command's store and vectors."""
 
     def remember(
         setting: HookSetting, session: str, segment: str, left: Callable[[], float]
     ) -> tuple[str, str | None]:
-        from tether.checkpoint.bank import corpus_dir
-        from tether.checkpoint.recallable import RESERVE_S, remember_segment
-        from tether.cli.embedding import embed_within
-        from tether.memory.indexer import index_home
+        from tether.recall.banked import remember_banked
 
-        done = remember_segment(
-            setting.home, session, segment, allow=setting.allow, left=left, slot=slot
+        app = ctx.app
+        return remember_banked(
+            setting.home,
+            session,
+            segment,
+            allow=setting.allow,
+            left=left,
+            slot=slot,
+            store=app.store,
+            vectors=app.vectors if app.vectors_on() else None,
         )
-        if done.code != "recall_appended":
-            return done.code, None
-        size = (corpus_dir(setting.home) / segment).stat().st_size
-        if left() - RESERVE_S < size / INDEX_BYTES_PER_S:
-            return done.code, None
-        with ctx.store() as store:
-            index_home(setting.home, store, only=[session])
-        return "recall_indexed", embed_within(setting.home, ctx.config(), left, RESERVE_S)
 
     return remember
 
@@ -392,7 +382,7 @@ def _index_and_embed(ctx: Context) -> int | None:
     with ctx.store() as store, terminal_meter() as meter:
         report = index_home(ctx.home, store)
         warn_unindexed(report.errors, report.damaged)
-        return embed_added(ctx.home, ctx.config(), meter)
+        return embed_added(ctx.app, meter)
 
 
 def _facts_line(row: dict[str, object]) -> str:

@@ -28,7 +28,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
-import msgspec
 
 from tether.cli.context import (
     Context,
@@ -155,19 +154,18 @@ def recall_cmd(
     as_of_text: str | None,
 ) -> None:
     """Search memory (every epoch of every session, notes, pages, identity, facts)."""
-    from tether.cli.embedding import ready_for_recall
     from tether.memory.recall import recall_sessions
-    from tether.recall.home import catch_up_for_recall, find
+    from tether.recall.home import find, prepare
 
     home = ctx.home
     now, until = as_of(as_of_text, ctx.now())
     if by_session and (timeline or until is not None):
         raise BadInputError("--sessions ranks conversations: use it without --timeline, --as-of")
     with _recall_store(ctx) as store, _vectors(ctx) as vectors:
-        caught = catch_up_for_recall(home, store, slot=ctx.config().slots.main)
-        _warn_caught(caught.banked_error, caught.index_error)
-        with terminal_meter() as meter:
-            ready_for_recall(vectors, meter)  # a few rows embedded first, or a warning
+        with terminal_meter() as meter:  # a few rows embedded first, or a warning
+            prepared = prepare(home, store, vectors, slot=ctx.config().slots.main, progress=meter)
+        caught = prepared.caught
+        _warn_caught(caught.banked_error, caught.index_error, prepared.ready.notice)
         if by_session:
             sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
         else:
@@ -202,9 +200,11 @@ def recall_cmd(
         click.echo(f"{line}  {link}" if link else line)
 
 
-def _warn_caught(banked: TetherError | None, index: TetherError | None) -> None:
+def _warn_caught(
+    banked: TetherError | None, index: TetherError | None, lexical: str | None
+) -> None:
     """What the catch-up before recall could not do, one stderr line each: recall answers
-    from what is indexed."""
+    from what is indexed; and why it searches by words only (vectors on)."""
     if banked is not None:
         click.echo(
             "tether: warning: banked windows could not be put in their sessions, recall "
@@ -217,6 +217,8 @@ def _warn_caught(banked: TetherError | None, index: TetherError | None) -> None:
             f"indexed: {shown(str(index))}",
             err=True,
         )
+    if lexical is not None:
+        click.echo(f"tether: warning: {shown(lexical)}", err=True)
 
 
 @contextlib.contextmanager
@@ -225,8 +227,6 @@ def _recall_store(ctx: Context) -> Iterator[Store]:
     full to open it (SQLite cannot make its WAL index), the SQLite file read as it stands,
     with a warning: recall still answers."""
     from tether.errors import DiskFullError
-    from tether.stores import sqlite_path
-    from tether.stores.sqlite import SqliteStore
 
     config = ctx.config()
     try:
@@ -239,13 +239,9 @@ def _recall_store(ctx: Context) -> Iterator[Store]:
             "read as it stands (runbook: disk-full)",
             err=True,
         )
-        snapshot = SqliteStore(sqlite_path(ctx.home, config), snapshot=True)
         # Its writes (recall counts, identity in step) fail read-only: said once above.
         logging.getLogger("tether.memory").setLevel(logging.ERROR)
-        try:
-            yield snapshot
-        finally:
-            snapshot.close()
+        yield ctx.app.snapshot()  # the application's: closed when the command ends
         return
     yield store
 
@@ -327,50 +323,27 @@ def reindex_cmd(ctx: Context, as_json: bool, vectors_only: bool) -> None:
 
 
 def _reindex_vectors(ctx: Context, as_json: bool) -> None:
-    from tether.daemon.vectors import open_vectors
-    from tether.faults import crash_point
     from tether.llm.embedder import require_extra
-    from tether.memory.indexer import index_home
-    from tether.memory.vectors import embed_missing
+    from tether.recall.home import embed_all
 
     require_extra("tether memory reindex --vectors")
-    config = ctx.config()
-    with ctx.store() as store:
-        report = index_home(ctx.home, store)
-        vectors = open_vectors(
-            ctx.home,
-            msgspec.structs.replace(
-                config, recall=msgspec.structs.replace(config.recall, vectors=True)
-            ),
-        )
-        if vectors is None:
-            raise BadInputError("this store has no vector index yet")
-        try:
-            before = vectors.counts
-            with terminal_meter() as meter:
-                embedded = embed_missing(
-                    vectors,
-                    progress=meter,
-                    after_batch=lambda _n: crash_point("reindex_vectors.batch"),
-                )
-            after = vectors.counts
-        finally:
-            vectors.index.close()
-    warn_unindexed(report.errors)
+    with ctx.store() as store, terminal_meter() as meter:
+        done = embed_all(ctx.home, store, lambda: ctx.app.vectors(required=True), progress=meter)
+    warn_unindexed(done.index.errors)
     if as_json:
         echo_json(
             {
-                "model": vectors.model,
-                "embedded": embedded,
-                "had": before.done,
-                "with_vectors": after.done,
-                "rows": after.total,
+                "model": done.model,
+                "embedded": done.embedded,
+                "had": done.before.done,
+                "with_vectors": done.after.done,
+                "rows": done.after.total,
             }
         )
         return
     click.echo(
-        f"embedded {counted(embedded, 'row')} with {vectors.model}: "
-        f"{after.done} of {counted(after.total, 'row')} have vectors"
+        f"embedded {counted(done.embedded, 'row')} with {done.model}: "
+        f"{done.after.done} of {counted(done.after.total, 'row')} have vectors"
     )
 
 

@@ -115,7 +115,7 @@ def _import(ctx: Context, file: Path, fmt: str) -> None:
         report = import_jsonl(
             ctx.home, file, now=now, store=ctx.store, config=ctx.config(), meter=meter
         )
-        embedded = embed_added(ctx.home, ctx.config(), meter) if report.already is None else None
+        embedded = embed_added(ctx.app, meter) if report.already is None else None
     if report.already is not None:
         click.echo(
             f"already imported at {utc_stamp(report.already)}: nothing written "
@@ -161,7 +161,7 @@ def _import_transcript(ctx: Context, file: Path, harness: str) -> None:
             config=ctx.config(),
             meter=meter,
         )
-        embedded = embed_added(ctx.home, ctx.config(), meter) if report.imported else None
+        embedded = embed_added(ctx.app, meter) if report.imported else None
     skipped = skipped_words(report.skipped)
     if len(paths) == 1:
         source = "the transcript's"

@@ -25,9 +25,7 @@ def store_group() -> None:
 @pass_ctx
 def migrate_cmd(ctx: Context, as_json: bool) -> None:
     """Apply the store's numbered migrations (idempotent; safe when two run at once)."""
-    from tether.stores import migrate_store
-
-    info = migrate_store(ctx.home, ctx.config())
+    info = ctx.app.store_info()
     if as_json:
         echo_json(msgspec.to_builtins(info))
         return

@@ -206,6 +206,7 @@ def worker_cmd(
     import uuid
     from datetime import timedelta
 
+    from tether.daemon.app import App
     from tether.daemon.fleet import run_worker
     from tether.sweep.worker import Stop
 
@@ -218,15 +219,10 @@ def worker_cmd(
     stop = Stop()  # SIGTERM / SIGINT: hand back what this worker holds, then exit 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
-    report = run_worker(
-        url,
-        config,
-        claimant=claimant,
-        now=ctx.now,
-        once=once,
-        lease=timedelta(seconds=lease_s),
-        stop=stop,
-    )
+    with App(ctx.home, config, clock=ctx.clock) as app:  # the worker's config, not the home's
+        report = run_worker(
+            app, url, claimant=claimant, once=once, lease=timedelta(seconds=lease_s), stop=stop
+        )
     if as_json:
         echo_json(msgspec.to_builtins(report))
     else:

@@ -265,11 +265,12 @@ class AbsentLlm:
         return None
 
 
-def sweep_llm(config: Config) -> Llm:
-    """The sweep's model; with ``[extract] mode`` other than "model", a model that cannot
-    be loaded is an ``AbsentLlm``, not a refusal of the whole run."""
+def sweep_llm(app: App) -> Llm:
+    """The sweep's model (``app``'s); with ``[extract] mode`` other than "model", a model
+    that cannot be loaded is an ``AbsentLlm``, not a refusal of the whole run."""
+    config = app.config
     try:
-        return build_llm(config)
+        return app.llm()
     except (ExtraMissingError, EmbeddedModelError) as exc:
         if config.extract.resolved_mode(config.llm) == "model":
             raise
@@ -292,8 +293,8 @@ def run_sweep(
     if not sweep.enabled or sweep.kill_switch:
         with sweep_runner(home, config) as runner:
             return runner.run(now, owners, dates)
-    model = llm if llm is not None else sweep_llm(config)
     with App(home, config, clock=FixedClock(now)) as app:  # the run's time, all through
+        model = llm if llm is not None else sweep_llm(app)
         main = app.store()
         app.sweep()  # migrated, once: the budget's zone and the runner read it
         with anyio.from_thread.start_blocking_portal() as portal:
@@ -317,7 +318,7 @@ def run_sweep(
                     return runner.run(now, owners, dates)
             finally:
                 if llm is None:
-                    portal.call(model.aclose)
+                    portal.call(app.aclose_llm)
 
 
 @contextlib.contextmanager

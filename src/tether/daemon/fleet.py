@@ -2,6 +2,10 @@
 shared PostgreSQL database, the stores of every owner schema found there on it, and a
 runner per owner (``compose.worker_runner``); then ``sweep.worker.work``.
 
+Everything is opened by the worker's application (``daemon.app.App`` over the worker's
+config: ``App.pool``, ``App.owner_sweep``, ``App.owner_store``, ``App.llm``), each once,
+and closed by it when the command ends (the stores first, then the pool).
+
 Connections: the worker's stores share one ``PgPool`` of at most ``WORKER_POOL``
 connections (each transaction sets its owner's ``search_path`` itself, ``postgres.conn``),
 so a worker holds as many connections with 40 owners as with one, and a database whose
@@ -26,28 +30,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import anyio.from_thread
 
 from tether.agent.budget import BudgetGate
 from tether.agent.metered import Meter, MeteredLlm
-from tether.config import Config
 from tether.core.timing.scheduling import Priority
+from tether.daemon.app import App
 from tether.errors import TetherError
 from tether.extract.extractor import Extractor
 from tether.ports import ClaimingStore
 from tether.records import Completion, CompletionRequest
-from tether.stores.postgres import PostgresStore
-from tether.stores.postgres.conn import PgPool
-from tether.stores.postgres.sweep import PostgresSweepStore
 from tether.sweep import stage
 from tether.sweep.model import ModelProducer
 from tether.sweep.runner import Runner
 from tether.sweep.stage import lease_for
 from tether.sweep.worker import DEFAULT_LEASE, Stop, WorkerReport, work
+
+if TYPE_CHECKING:
+    from tether.stores.postgres.sweep import PostgresSweepStore
 
 log = logging.getLogger("tether.sweep")
 
@@ -62,11 +66,10 @@ def application_name(pid: int | None = None) -> str:
 
 
 def run_worker(
+    app: App,
     url: str,
-    config: Config,
     *,
     claimant: str,
-    now: Callable[[], datetime],
     once: bool,
     lease: timedelta = DEFAULT_LEASE,
     pool_size: int = WORKER_POOL,
@@ -74,111 +77,100 @@ def run_worker(
 ) -> WorkerReport:
     """Sweep the owner-days of every owner schema in the database at ``url`` beside other
     workers, over one pool, until done (``once``) or ``stop`` is requested (a signal):
-    then every claim, pending receipt and model mark this worker holds is handed back."""
-    from tether.daemon.compose import build_llm, worker_runner
+    then every claim, pending receipt and model mark this worker holds is handed back.
+    ``app``: the worker's application (its config, its clock); it opens the pool, the
+    stores and the model, and closes them (the caller closes ``app``)."""
+    from tether.daemon.compose import worker_runner
     from tether.sweep.owners import home_zone
 
     stop = stop or Stop()
-    llm = build_llm(config)
+    config = app.config
+    now = app.now
+    llm = app.llm()
+    pool = app.pool(url, max_size=pool_size, name=application_name())
     opened: dict[str, PostgresSweepStore] = {}
-    mains: dict[str, PostgresStore] = {}
     budgets: list[BudgetGate] = []
-    with PgPool(url, max_size=pool_size, application_name=application_name()) as pool:
-        try:
-            with anyio.from_thread.start_blocking_portal() as portal:
-                ex = config.extract
-                extractor = Extractor(
-                    llm, slot=config.slots.background, form=ex.resolved_form(config.llm)
+    try:
+        with anyio.from_thread.start_blocking_portal() as portal:
+            ex = config.extract
+            extractor = Extractor(
+                llm, slot=config.slots.background, form=ex.resolved_form(config.llm)
+            )
+
+            def stores() -> dict[str, ClaimingStore]:
+                for owner in pool.owner_schemas():
+                    if owner not in opened:
+                        opened[owner] = app.owner_sweep(url, owner)
+                return dict(opened)
+
+            def runner_for(owner: str, store: ClaimingStore, lease: timedelta) -> Runner:
+                main = app.owner_store(url, owner)
+                budget = BudgetGate(
+                    config=config.budget,
+                    store=main,
+                    clock=app.clock,
+                    zone=ZoneInfo(home_zone(opened[owner])),
                 )
+                budgets.append(budget)
+                metered = MeteredLlm(
+                    llm,
+                    Meter(budget, None, config.llm.max_tokens),
+                    "sweep",
+                    priority=Priority.SWEEP,
+                )
+                plain = metered.blocking(portal.call)
 
-                def stores() -> dict[str, ClaimingStore]:
-                    for owner in pool.owner_schemas():
-                        if owner not in opened:
-                            opened[owner] = PostgresSweepStore(url, owner, pool=pool)
-                    return dict(opened)
+                def call(request: CompletionRequest) -> Completion:
+                    try:
+                        with stop.interruptible():  # a stop ends a model call at once
+                            return plain(request)
+                    finally:
+                        # No scheduler here writes a kept settle later, and the
+                        # owner's next call may be a day away: write it now.
+                        _flush(budget)
 
-                def runner_for(owner: str, store: ClaimingStore, lease: timedelta) -> Runner:
-                    main = mains[owner] = PostgresStore(url, owner, migrate=False, pool=pool)
-                    budget = BudgetGate(
-                        config=config.budget,
-                        store=main,
-                        clock=_Clock(now),
-                        zone=ZoneInfo(home_zone(opened[owner])),
-                    )
-                    budgets.append(budget)
-                    metered = MeteredLlm(
-                        llm,
-                        Meter(budget, None, config.llm.max_tokens),
-                        "sweep",
-                        priority=Priority.SWEEP,
-                    )
-                    plain = metered.blocking(portal.call)
+                producer = ModelProducer(
+                    stages=opened[owner].model_stages(),
+                    store=main,
+                    call=call,
+                    extractor=extractor,
+                    config=config.sweep,
+                    clock=now,
+                    lease=lease_for(config.llm.timeout_s),
+                    mode=ex.resolved_mode(config.llm),
+                    form=ex.resolved_form(config.llm),
+                    chunk_chars=ex.resolved_chunk_chars(config.llm),
+                )
+                return worker_runner(store, config.sweep, lease, claimant, producer)
 
-                    def call(request: CompletionRequest) -> Completion:
-                        try:
-                            with stop.interruptible():  # a stop ends a model call at once
-                                return plain(request)
-                        finally:
-                            # No scheduler here writes a kept settle later, and the
-                            # owner's next call may be a day away: write it now.
-                            _flush(budget)
-
-                    producer = ModelProducer(
-                        stages=opened[owner].model_stages(),
-                        store=main,
-                        call=call,
-                        extractor=extractor,
-                        config=config.sweep,
-                        clock=now,
-                        lease=lease_for(config.llm.timeout_s),
-                        mode=ex.resolved_mode(config.llm),
-                        form=ex.resolved_form(config.llm),
-                        chunk_chars=ex.resolved_chunk_chars(config.llm),
-                    )
-                    return worker_runner(store, config.sweep, lease, claimant, producer)
-
-                try:
-                    report = work(
-                        stores,
-                        runner_for,
-                        claimant=claimant,
-                        now=now,
-                        once=once,
-                        lease=lease,
-                        should_stop=lambda: stop.requested,
-                    )
-                    if report.stopped:
-                        # Out of the portal by an exception, so that a model call still
-                        # running in it is cancelled, not waited for.
-                        raise _Cancelled(report)
-                finally:
-                    with contextlib.suppress(Exception):
-                        portal.call(llm.aclose)
-        except _Cancelled as cancelled:
-            report = cancelled.report
-            report.handed_back += _hand_back(opened, claimant)
-        finally:
-            for budget in budgets:
-                _flush(budget)
-            for main in mains.values():
-                main.close()
-            for store in opened.values():
-                store.close()
-        stats = pool.stats()
-        report.pool_max = stats.get("pool_max", pool_size)
-        report.connections_opened = stats.get("connections_num", 0)
-        report.retried += pool.reruns  # transactions the stores ran again themselves
-        return report
-
-
-class _Clock:
-    """The worker's clock (``now``) as the budget gate takes it."""
-
-    def __init__(self, now: Callable[[], datetime]) -> None:
-        self._now = now
-
-    def now(self) -> datetime:
-        return self._now()
+            try:
+                report = work(
+                    stores,
+                    runner_for,
+                    claimant=claimant,
+                    now=now,
+                    once=once,
+                    lease=lease,
+                    should_stop=lambda: stop.requested,
+                )
+                if report.stopped:
+                    # Out of the portal by an exception, so that a model call still
+                    # running in it is cancelled, not waited for.
+                    raise _Cancelled(report)
+            finally:
+                with contextlib.suppress(Exception):
+                    portal.call(app.aclose_llm)
+    except _Cancelled as cancelled:
+        report = cancelled.report
+        report.handed_back += _hand_back(opened, claimant)
+    finally:
+        for budget in budgets:
+            _flush(budget)
+    stats = pool.stats()
+    report.pool_max = stats.get("pool_max", pool_size)
+    report.connections_opened = stats.get("connections_num", 0)
+    report.retried += pool.reruns  # transactions the stores ran again themselves
+    return report
 
 
 def _flush(budget: BudgetGate) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -47,8 +48,10 @@ def open_vectors(home: Path, config: Config) -> Vectors | None:
         raise
 
 
-def lexical_reason(home: Path, config: Config) -> str | None:
-    """Why recall does not fuse vectors, or None when it does."""
+def lexical_reason(config: Config, vectors: Callable[[], Vectors | None]) -> str | None:
+    """Why recall does not fuse vectors, or None when it does; ``vectors``: the
+    application's (``App.vectors``), asked for only when the setting and the extra
+    allow them."""
     if config.recall.vectors is False:
         return "recall is lexical: [recall] vectors = false"
     gone = embedder.missing()
@@ -57,20 +60,17 @@ def lexical_reason(home: Path, config: Config) -> str | None:
             f"recall is lexical: the extra tether[vectors] is not installed ({gone} is"
             f" missing): {embedder.install_command()}"
         )
-    vectors = open_vectors(home, config)
-    if vectors is None:
+    opened = vectors()
+    if opened is None:
         return "recall is lexical: this store has no vector index yet"
-    try:
-        counts = vectors.counts
-        if not counts.complete:
-            return (
-                f"recall is lexical: {counts.done} of {counts.total} rows have vectors"
-                f" ({counts.total - counts.done} without); run `tether memory reindex"
-                " --vectors` (the daemon also catches up)"
-            )
-        return None
-    finally:
-        vectors.index.close()
+    counts = opened.counts
+    if not counts.complete:
+        return (
+            f"recall is lexical: {counts.done} of {counts.total} rows have vectors"
+            f" ({counts.total - counts.done} without); run `tether memory reindex"
+            " --vectors` (the daemon also catches up)"
+        )
+    return None
 
 
 class VectorIndexer:

@@ -9,12 +9,10 @@ it), and the home is made private before SQLite makes files beside the store.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 
-from tether.config import Config
+from tether.daemon.app import App
 from tether.doctor.integrity import (
     session_problems,
     store_problems,
@@ -24,21 +22,14 @@ from tether.doctor.integrity import (
 )
 from tether.doctor.probe import Check, Report, diagnose
 from tether.errors import TetherError
-from tether.ports import SweepStore, WholeStoreOpener
 from tether.scan.urls import shown_url
 
-#: The sweep store as a reader, opened by the caller (a home the sweep never ran in is left
-#: without its tables).
-SweepOpener = Callable[[], AbstractContextManager[SweepStore]]
 
-
-def examine(
-    home: Path, config: Config, now: datetime, *, store: WholeStoreOpener, sweep_reader: SweepOpener
-) -> Report:
-    """Every check of ``tether doctor`` on ``home`` (``now``: the hooks' and the budget's
-    day; ``store`` and ``sweep_reader``: the home's stores as the caller opens them, the
-    sweep's as a reader); ``Report.ok`` is False when the backend is unusable or anything
-    is damaged."""
+def examine(app: App) -> Report:
+    """Every check of ``tether doctor`` on the home of ``app`` (its clock: the hooks' and
+    the budget's day; its stores, each opened once, by it); ``Report.ok`` is False when
+    the backend is unusable or anything is damaged."""
+    home, config, now = app.home, app.config, app.now()
     lost = wal_problems(home, config)  # before anything opens the store
     report = asyncio.run(diagnose(config))
     report.problems += lost
@@ -47,9 +38,9 @@ def examine(
     report.problems += session_problems(home)
     report.warnings += torn_tail_warnings(home)
     report.warnings += wal_warnings(home, config)
-    report.checks.append(_store(home, config, report))
-    report.warnings.extend(_budget_warnings(store, sweep_reader, now))
-    report.warnings.extend(_recall_warnings(home, config, store))
+    report.checks.append(_store(app, report))
+    report.warnings.extend(_budget_warnings(app, now))
+    report.warnings.extend(_recall_warnings(app))
     hooks, warning = _hooks(home, now)
     report.checks.append(hooks)
     if warning:
@@ -57,14 +48,12 @@ def examine(
     return report
 
 
-def _store(home: Path, config: Config, report: Report) -> Check:
+def _store(app: App, report: Report) -> Check:
     """The store's backend, server version and migration level (``report.store``)."""
     import msgspec
 
-    from tether.stores import migrate_store
-
     try:
-        info = migrate_store(home, config)
+        info = app.store_info()
     except TetherError as exc:
         return Check("store", False, str(exc))
     report.store = msgspec.to_builtins(info)
@@ -86,9 +75,7 @@ def _private_home(home: Path) -> Check:
     return Check("home", True, f"{home}: {done} (folders 0700, files 0600)")
 
 
-def _budget_warnings(
-    store: WholeStoreOpener, sweep_reader: SweepOpener, now: datetime
-) -> list[str]:
+def _budget_warnings(app: App, now: datetime) -> list[str]:
     """A line per job kind and reason the budget gate refused today (the owner's day)."""
     from zoneinfo import ZoneInfo
 
@@ -97,11 +84,9 @@ def _budget_warnings(
     from tether.sweep.owners import home_zone
 
     try:
-        with sweep_reader() as sweep:
-            zone = home_zone(sweep)
+        zone = home_zone(app.sweep(migrate=False))
         day = local_day(ZoneInfo(zone), now).isoformat()
-        with store() as opened:
-            found = hits(opened.budget_rows(day), day)
+        found = hits(app.store().budget_rows(day), day)
     except TetherError as exc:
         return [f"budget: the spend ledger cannot be read ({exc})"]
     return [
@@ -110,13 +95,13 @@ def _budget_warnings(
     ]
 
 
-def _recall_warnings(home: Path, config: Config, store: WholeStoreOpener) -> list[str]:
+def _recall_warnings(app: App) -> list[str]:
     """One line when recall is lexical (the extra absent, vectors off or incomplete)."""
     from tether.daemon.vectors import lexical_reason
 
     try:
-        with store():  # opened (and migrated) first, as the daemon does
-            reason = lexical_reason(home, config)
+        app.store()  # opened (and migrated) first, as the daemon does
+        reason = lexical_reason(app.config, app.vectors)
     except TetherError as exc:
         return [f"recall: the vectors cannot be read ({exc})"]
     return [] if reason is None else [reason]

@@ -10,6 +10,7 @@ that database.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -17,6 +18,11 @@ from tether.config import Config
 from tether.errors import BadInputError
 from tether.ports import Store, SweepStore, VectorIndex
 from tether.stores.sqlite import SqliteStore
+
+if TYPE_CHECKING:  # the extra tether[postgres]: loaded on use
+    from tether.stores.postgres import PostgresStore
+    from tether.stores.postgres.conn import PgPool
+    from tether.stores.postgres.sweep import PostgresSweepStore
 
 #: The embedded store's file, inside the home.
 DB_FILE = "tether.db"
@@ -77,47 +83,76 @@ class StoreInfo(msgspec.Struct, frozen=True, kw_only=True):
     sweep_known: int | None = None
 
 
-def migrate_store(home: Path, config: Config) -> StoreInfo:
-    """Bring the store to the schema this tether knows (idempotent; safe beside another
-    process doing the same: SQLite's write lock, PostgreSQL's advisory lock) and say
-    where it stands. A store newer than this tether raises StoreVersionError."""
+def store_info(home: Path, config: Config, main: Store, sweep: SweepStore) -> StoreInfo:
+    """Where the store stands: ``main`` and ``sweep``, the stores ``config`` names, opened
+    (so migrated to the schema this tether knows: idempotent, and safe beside another
+    process doing the same: SQLite's write lock, PostgreSQL's advisory lock) by the
+    caller (``App.store_info``)."""
     if config.store.postgres:
-        _postgres()
         from tether.stores.postgres import PostgresStore
         from tether.stores.postgres import schema as postgres_schema
         from tether.stores.postgres.sweep import PostgresSweepStore
         from tether.stores.postgres.sweep_schema import SWEEP
 
-        url, owner = config.store.url, config.store.owner
-        with PostgresStore(url, owner) as pg, PostgresSweepStore(url, owner) as pg_sweep:
-            return StoreInfo(
-                backend="postgresql",
-                where=pg.path,
-                owner=owner,
-                server_version=pg.pg.server_version(),
-                level=pg.schema_version(),
-                known=postgres_schema.KNOWN,
-                sweep_level=pg_sweep.schema_version(),
-                sweep_known=SWEEP.known,
-            )
+        assert isinstance(main, PostgresStore)
+        assert isinstance(sweep, PostgresSweepStore)
+        return StoreInfo(
+            backend="postgresql",
+            where=main.path,
+            owner=config.store.owner,
+            server_version=main.pg.server_version(),
+            level=main.schema_version(),
+            known=postgres_schema.KNOWN,
+            sweep_level=sweep.schema_version(),
+            sweep_known=SWEEP.known,
+        )
     import sqlite3
 
     from tether.stores.sqlite.migrations import MIGRATIONS
     from tether.stores.sqlite.sweep import SqliteSweepStore
     from tether.stores.sqlite.sweep_schema import SWEEP_MIGRATIONS
 
-    path = sqlite_path(home, config)
-    with SqliteStore(path) as main, SqliteSweepStore(path) as sweep:
-        return StoreInfo(
-            backend="sqlite",
-            where=str(path),
-            owner=None,
-            server_version=sqlite3.sqlite_version,
-            level=main.schema_version(),
-            known=len(MIGRATIONS),
-            sweep_level=sweep.schema_version(),
-            sweep_known=len(SWEEP_MIGRATIONS),
-        )
+    assert isinstance(main, SqliteStore)
+    assert isinstance(sweep, SqliteSweepStore)
+    return StoreInfo(
+        backend="sqlite",
+        where=str(sqlite_path(home, config)),
+        owner=None,
+        server_version=sqlite3.sqlite_version,
+        level=main.schema_version(),
+        known=len(MIGRATIONS),
+        sweep_level=sweep.schema_version(),
+        sweep_known=len(SWEEP_MIGRATIONS),
+    )
+
+
+def open_snapshot(home: Path, config: Config) -> Store:
+    """The SQLite file ``config`` names, read as it stands (read-only, unmigrated): what
+    recall answers from when a full disk keeps the store from opening."""
+    return SqliteStore(sqlite_path(home, config), snapshot=True)
+
+
+def open_pool(url: str, *, max_size: int, name: str) -> PgPool:
+    """One pool of connections to the PostgreSQL database at ``url``, for the stores of
+    many owners (a sweep worker's), its connections called ``name``."""
+    _postgres()
+    from tether.stores.postgres.conn import PgPool
+
+    return PgPool(url, max_size=max_size, application_name=name)
+
+
+def open_owner_sweep(pool: PgPool, owner: str) -> PostgresSweepStore:
+    """``owner``'s sweep store, on ``pool`` (its tables made or migrated)."""
+    from tether.stores.postgres.sweep import PostgresSweepStore
+
+    return PostgresSweepStore(pool.url, owner, pool=pool)
+
+
+def open_owner_store(pool: PgPool, owner: str) -> PostgresStore:
+    """``owner``'s main store, on ``pool``, as it stands (never migrated here)."""
+    from tether.stores.postgres import PostgresStore
+
+    return PostgresStore(pool.url, owner, migrate=False, pool=pool)
 
 
 def open_vector_index(home: Path, config: Config) -> VectorIndex | None:
@@ -138,9 +173,13 @@ __all__ = [
     "DB_FILE",
     "SqliteStore",
     "StoreInfo",
-    "migrate_store",
+    "open_owner_store",
+    "open_owner_sweep",
+    "open_pool",
+    "open_snapshot",
     "open_store",
     "open_sweep_store",
     "open_vector_index",
     "sqlite_path",
+    "store_info",
 ]

@@ -100,27 +100,35 @@ def _source(ref: str, sid: str | None, turn: int | None) -> tuple[str, str]:
 
 
 def recall(services: UiServices, request: Request) -> View:
-    from tether.checkpoint.recallable import catch_up
-    from tether.memory.indexer import index_home
-    from tether.memory.readiness import ready_for_recall
-    from tether.recall.home import find
-    from tether.scan.allow import home_allow
+    from tether.recall.home import find, prepare
 
     query = request.query_params.get("q", "").strip()
     in_time = request.query_params.get("order") == "time"
     hits: list[dict[str, Any]] = []
     errors: list[tuple[str, str]] = []
+    failed: list[str] = []
     fused = False
     note: str | None = None
     if query:
         with store_of(services) as store:
-            catch_up(services.home, allow=home_allow(services.home))  # windows the hooks banked
-            errors = [(sid, shown(p)) for sid, p in index_home(services.home, store).errors]
             vectors = services.vectors()  # after the store is open: it migrates the file
-            # A few rows indexed since without a vector are embedded first; else the
-            # page says it searched by words only, and why (``memory.readiness``).
-            ready = ready_for_recall(vectors)
-            fused, note = ready.fused, ready.notice
+            # What `memory recall` does first: the windows the hooks banked, the index
+            # pass (each best effort), and a few rows without a vector embedded; else
+            # the page says it searched by words only, and why.
+            prepared = prepare(services.home, store, vectors, slot=services.config.slots.main)
+            caught = prepared.caught
+            errors = [(sid, shown(p)) for sid, p in caught.index.errors]
+            if caught.banked_error is not None:
+                failed.append(
+                    "banked windows could not be put in their sessions, recall answers "
+                    f"from what is indexed: {shown(str(caught.banked_error))}"
+                )
+            if caught.index_error is not None:
+                failed.append(
+                    "the index could not catch up, recall answers from what is indexed: "
+                    f"{shown(str(caught.index_error))}"
+                )
+            fused, note = prepared.ready.fused, prepared.ready.notice
             with sweep_of(services) as sweep:
                 found = find(
                     services.home,
@@ -151,6 +159,7 @@ def recall(services: UiServices, request: Request) -> View:
         "q": query,
         "hits": hits,
         "errors": errors,
+        "failed": failed,
         "fused": fused,
         "note": note,
         "in_time": in_time,

@@ -8,14 +8,17 @@ a heartbeat through the scheduler's own ``Heartbeat`` on the background slot; an
 ``recall`` that finds a phrase said in epoch 0. Every step checks that it did what it
 claims; the first that did not stops the demo and names itself.
 
-The logic lives here and reports through ``on_event``; ``tether.cli.commands_demo`` draws
-it. A small recording wrapper around the model keeps each request's slot and cache use, so
-the demo can show (and check) where every request ran.
+The logic lives here, the choice of home too (a temporary one, removed after, unless the
+owner names one to keep), and it reports through ``on_event``; ``tether.cli.commands_demo``
+draws it. A small recording wrapper around the model (``App.wrap_llm``: the application
+opens the model, as it opens the store) keeps each request's slot and cache use, so the
+demo can show (and check) where every request ran.
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +28,8 @@ from pathlib import Path
 from tether.agent.compaction import CompactionDone
 from tether.config import load_config
 from tether.core.timing.scheduling import HEARTBEAT_SESSION
-from tether.daemon.compose import Runtime, build_llm, build_runtime
+from tether.daemon.app import App
+from tether.daemon.compose import Runtime, build_runtime
 from tether.errors import BadInputError, TetherError
 from tether.home import init_home
 from tether.llm.embedded import require_extra
@@ -166,8 +170,13 @@ async def run_demo(demo: Demo) -> None:
     """Every step, in order; raises DemoStepError naming the first that failed."""
     home = demo.home
     config = load_config(home)
-    model = Recording(build_llm(config))
-    rt = build_runtime(home, config, llm=model)
+    app = App(home, config)
+    try:
+        model = app.wrap_llm(Recording)
+    except BaseException:
+        app.close()
+        raise
+    rt = build_runtime(home, config, app=app)  # closes the app, or its aclose does
     try:
         await _steps(demo, rt, model)
     finally:
@@ -308,9 +317,26 @@ def _recall(demo: Demo, rt: Runtime, phrase_turn: tuple[int, int]) -> None:
     demo.say("recall", f"{PHRASE!r} found: session {SESSION} turn {turn} (epoch 0)", done=True)
 
 
-def run(home: Path, on_event: Callable[[Event], None]) -> float:
-    """Prepare ``home``, run every step; the wall time in seconds."""
+@dataclass(frozen=True)
+class Ran:
+    """A demo that passed: its wall time in seconds, and the home it kept (None: a
+    temporary one, removed)."""
+
+    elapsed: float
+    kept: Path | None
+
+
+def run(home: Path | None, on_event: Callable[[Event], None]) -> Ran:
+    """Every step in ``home`` (new or empty, kept after), else in a temporary home removed
+    after; raises DemoStepError naming the first step that failed."""
     require_extra()  # before the home is made, so a retry after installing finds it new
+    if home is not None:
+        return Ran(_run(home.absolute(), on_event), home)
+    with tempfile.TemporaryDirectory(prefix="tether-demo-") as tmp:
+        return Ran(_run(Path(tmp) / "home", on_event), None)
+
+
+def _run(home: Path, on_event: Callable[[Event], None]) -> float:
     prepare_home(home)
     demo = Demo(home, on_event)
     asyncio.run(run_demo(demo))
