@@ -41,7 +41,7 @@ between runs: the haystacks share most sessions).
 
     .venv/bin/pip install -e '.[bench,vectors]'
     .venv/bin/python benchmarks/longmemeval_retrieval.py [--jobs 2] [--only tune|report]
-        [--dump FILE] [--misses] [--vectors] [--timed] [--set MODULE.NAME=VALUE]
+        [--dump FILE] [--misses] [--vectors] [--timed] [--spread] [--set MODULE.NAME=VALUE]
 """
 
 from __future__ import annotations
