@@ -41,7 +41,7 @@ between runs: the haystacks share most sessions).
 
     .venv/bin/pip install -e '.[bench,vectors]'
     .venv/bin/python benchmarks/longmemeval_retrieval.py [--jobs 2] [--only tune|report]
-        [--dump FILE] [--misses] [--vectors] [--timed] [--set MODULE.NAME=VALUE]
+        [--dump FILE] [--misses] [--vectors] [--timed] [--spread] [--set MODULE.NAME=VALUE]
 """
 
 from __future__ import annotations
@@ -537,7 +537,7 @@ def override(setting: str) -> None:
     module, _, attr = name.rpartition(".")
     where = {"ranking": "tether.core.recall.ranking", "recall": "tether.memory.recall"}
     where |= {"periods": "tether.core.recall.periods", "timeline": "tether.core.recall.timeline"}
-    where |= {"summaries": "tether.core.recall.summaries"}
+    where |= {"summaries": "tether.core.recall.summaries", "amounts": "tether.core.recall.amounts"}
     target = importlib.import_module(where.get(module, f"tether.memory.{module}"))
     old = getattr(target, attr)
     if isinstance(old, bool) and value not in ("True", "False"):
@@ -549,6 +549,11 @@ def asks_time(q: Question) -> bool:
     """Whether ``q`` asks about time as recall reads it (a period, or an order)."""
     asked = timeline.intent(q.question, parse_date(q.question_date))
     return asked.period is not None or asked.order
+
+
+def asks_spread(q: Question) -> bool:
+    """Whether ``q`` asks for an order or a count as recall reads it (``Intent.spread``)."""
+    return timeline.intent(q.question, parse_date(q.question_date)).spread
 
 
 def main() -> None:
@@ -573,6 +578,12 @@ def main() -> None:
         action="store_true",
         help="tuning: only the questions that ask about time (a period named, or an order:"
         " core.recall.timeline.intent), the ones a time-dependent fusion setting can change",
+    )
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="tuning: only the questions that ask for an order or a count"
+        " (core.recall.timeline.intent's spread), the ones the openings lift can change",
     )
     parser.add_argument("--pg", default=os.environ.get("TETHER_TEST_POSTGRES"))
     parser.add_argument(
@@ -606,6 +617,8 @@ def main() -> None:
         questions = [q for q in questions if half_of[q.question_id] == args.only]
     if args.timed:
         questions = [q for q in questions if asks_time(q)]
+    if args.spread:
+        questions = [q for q in questions if asks_spread(q)]
     if args.vectors:
         _EMBEDDER = CachedEmbedder(threads=args.jobs)
         precompute(questions, lambda line: print(line, file=sys.stderr, flush=True))

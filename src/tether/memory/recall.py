@@ -24,6 +24,9 @@ weighed by ``SUMMARY_WEIGHT``, at most ``SUMMARY_SLOTS`` of the k, and after the
 turns when a turn it covers ranks above it; their hits carry the range they stand for
 (``_spanned``).
 
+A question asking for a sum of money ("how much did I spend on ...") lifts the turns found
+where the owner stated one (``core.recall.amounts``), lexical or fused.
+
 Handed a complete ``memory.vectors.Vectors``, both also embed the question once (its
 nearest rows searched while the lexical search runs on the vectors' worker thread; a
 question asked again is not embedded again) and fuse its nearest rows with the lexical
@@ -48,7 +51,7 @@ from pathlib import Path
 
 import msgspec
 
-from tether.core.recall import periods, query, ranking, standing, summaries, timeline
+from tether.core.recall import amounts, periods, query, ranking, standing, summaries, timeline
 from tether.errors import BadInputError, DiskFullError, StoreError
 from tether.memory.facts import sync_facts
 from tether.memory.identity import Identity
@@ -417,6 +420,8 @@ def recall(
     )
     if near is not None:
         turns = ranking.blend(turns, ranking.supported(turns, near))
+    if q is not None and amounts.AMOUNT_LIFT > 0 and amounts.asks_amount(text):
+        turns = amounts.lift(turns)
     turns = _placed(turns, limit)  # before the period listing, which ranks by time, not score
     if q is not None:
         turns = _in_time(store, turns, timeline.intent(text, time), limit, until)
