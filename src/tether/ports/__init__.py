@@ -53,7 +53,6 @@ from tether.ports.store import (
     TextSearch,
     TierStore,
     TurnReader,
-    WholeStoreOpener,
 )
 from tether.ports.sweep import (
     ClaimingStore,
@@ -105,5 +104,4 @@ __all__ = [
     "TierStore",
     "TurnReader",
     "VectorIndex",
-    "WholeStoreOpener",
 ]

@@ -377,6 +377,3 @@ class Store(
 #: test) decides which store and keeps owning it (``contextlib.nullcontext(store)`` hands
 #: over one already open).
 StoreOpener = Callable[[], AbstractContextManager[ImportStore]]
-
-#: How a part that holds the whole store (``doctor``'s checks) is given it to open.
-WholeStoreOpener = Callable[[], AbstractContextManager[Store]]
