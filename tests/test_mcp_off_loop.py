@@ -20,21 +20,16 @@ from mcp_helpers import NOW, call, create_token, http_server, http_session, stdi
 from test_vectors_fronts import _imported
 from test_vectors_on import APPLE, OTHERS
 from tether.faults import PAUSE_DIR_ENV, PAUSE_ENV, PAUSE_S_ENV
-from tether.llm import embedder
 from tether.memory.pages import write_page
 from tether.memory.readiness import PAUSE_RECALL_EMBED
 from tether.stores.sqlite import SqliteStore
 from tether.testing.pause import release, wait_reached
+from vector_helpers import NEEDS_VECTORS
 
-_MISSING = embedder.missing()
 pytestmark = [
     pytest.mark.vectors,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        _MISSING is not None,
-        reason=f"extra tether[vectors] not installed ({_MISSING} missing): "
-        "pip install -e '.[vectors]'",
-    ),
+    NEEDS_VECTORS,
 ]
 
 #: Guards against a hang, not timings asserted: a server whose loop the recall held would

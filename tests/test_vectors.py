@@ -35,15 +35,11 @@ from tether.sessions import Session
 from tether.stores import open_store
 from tether.testing.clock import StepClock
 from tether.testing.fake_llama import FakeLlama
+from vector_helpers import NEEDS_VECTORS
 
-_MISSING = embedder.missing()
 pytestmark = [
     pytest.mark.vectors,
-    pytest.mark.skipif(
-        _MISSING is not None,
-        reason=f"extra tether[vectors] not installed ({_MISSING} missing): "
-        "pip install -e '.[vectors]'",
-    ),
+    NEEDS_VECTORS,
 ]
 
 BASE = Baseline(system="You are tether.", memory="")

@@ -17,7 +17,6 @@ import pg_helpers
 from conftest import Ticker
 from tether.config import load_config
 from tether.daemon.vectors import open_vectors
-from tether.llm import embedder
 from tether.memory.indexer import index_home
 from tether.memory.recall import recall, recall_sessions
 from tether.memory.vectors import Vectors, embed_missing
@@ -25,11 +24,11 @@ from tether.ports import Store
 from tether.records import Assistant, Baseline, User
 from tether.sessions import Session
 from tether.stores import open_store
+from vector_helpers import NEEDS_VECTORS
 
-_MISSING = embedder.missing()
 pytestmark = [
     pytest.mark.vectors,
-    pytest.mark.skipif(_MISSING is not None, reason=f"extra tether[vectors]: {_MISSING} missing"),
+    NEEDS_VECTORS,
 ]
 
 BASE = Baseline(system="You are tether.", memory="")

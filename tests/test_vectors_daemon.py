@@ -20,21 +20,16 @@ from test_vectors_on import APPLE, OTHERS, QUESTION, lexical
 from tether.checkpoint.recallable import transcripts_lock
 from tether.config import load_config
 from tether.daemon.vectors import open_vectors
-from tether.llm import embedder
 from tether.memory.recall import recall
 from tether.memory.vectors import Vectors
 from tether.stores import open_store
 from tether.testing.fake_llama import FakeLlama
+from vector_helpers import NEEDS_VECTORS
 
-_MISSING = embedder.missing()
 pytestmark = [
     pytest.mark.vectors,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        _MISSING is not None,
-        reason=f"extra tether[vectors] not installed ({_MISSING} missing): "
-        "pip install -e '.[vectors]'",
-    ),
+    NEEDS_VECTORS,
 ]
 
 

@@ -18,20 +18,15 @@ from daemon_helpers import tether
 from mcp_helpers import NOW, call, create_token, http_server, http_session, stdio_session
 from test_vectors_on import APPLE, OTHERS, QUESTION, lexical
 from tether.imports.jsonl import import_jsonl
-from tether.llm import embedder
 from tether.memory.pages import write_page
 from tether.memory.readiness import RECALL_EMBED_ROWS, VAGUE
 from tether.stores.sqlite import SqliteStore
+from vector_helpers import NEEDS_VECTORS
 
-_MISSING = embedder.missing()
 pytestmark = [
     pytest.mark.vectors,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        _MISSING is not None,
-        reason=f"extra tether[vectors] not installed ({_MISSING} missing): "
-        "pip install -e '.[vectors]'",
-    ),
+    NEEDS_VECTORS,
 ]
 
 #: More rows than a recall embeds before it answers.

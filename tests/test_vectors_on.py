@@ -21,20 +21,15 @@ from conftest import Ticker
 from daemon_helpers import spawn, tether
 from tether.cli.embedding import PAUSE_BEFORE_EMBED
 from tether.home import init_home
-from tether.llm import embedder
 from tether.memory.readiness import RECALL_EMBED_ROWS
 from tether.records import Baseline, User
 from tether.sessions import Session
 from tether.testing.pause import release, wait_reached
+from vector_helpers import NEEDS_VECTORS
 
-_MISSING = embedder.missing()
 pytestmark = [
     pytest.mark.vectors,
-    pytest.mark.skipif(
-        _MISSING is not None,
-        reason=f"extra tether[vectors] not installed ({_MISSING} missing): "
-        "pip install -e '.[vectors]'",
-    ),
+    NEEDS_VECTORS,
 ]
 
 APPLE = "I finally signed up for Apple TV+ last night so I can watch Severance."
