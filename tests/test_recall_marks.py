@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from audit_helpers import opened_files
 from checkpoint_helpers import TETHER_SESSION, Transcript, heartbeat, hook, payload
 from daemon_helpers import tether
 from test_bank_recall import first_window, held
@@ -32,30 +30,10 @@ from tether.core.checkpoints.window import Turn, render
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 SIDS = [f"cc-00000000-0000-4000-8000-00000000000{i}" for i in range(1, 5)]
 
-#: Names of files under a corpus folder opened while ``opens()`` records (an audit hook
-#: cannot be removed, so it stays installed and records only into the list set here).
-_RECORDING: list[list[str]] = []
 
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if _RECORDING and event == "open" and args and isinstance(args[0], str | Path):
-        path = str(args[0])
-        if "/corpus/" in path:
-            _RECORDING[0].append(Path(path).name)
-
-
-sys.addaudithook(_audit)
-
-
-@contextlib.contextmanager
-def opens() -> Iterator[list[str]]:
+def opens() -> contextlib.AbstractContextManager[list[str]]:
     """The names of the corpus files this process opens inside the block."""
-    opened: list[str] = []
-    _RECORDING.append(opened)
-    try:
-        yield opened
-    finally:
-        _RECORDING.clear()
+    return opened_files(lambda path: "/corpus/" in path, lambda path: Path(path).name)
 
 
 def _bank(home: Path, sid: str, n: int, text: str) -> None:

@@ -11,13 +11,12 @@ import contextlib
 import json
 import os
 import sqlite3
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 
+from audit_helpers import opened_files
 from conftest import Ticker
 from test_indexer_recall import NOW
 from tether.cli.main import cli
@@ -30,30 +29,10 @@ from tether.stores.sqlite import SqliteStore
 
 BASE = Baseline(system="You are tether.", memory="")
 
-#: Session logs opened while ``opens()`` records (an audit hook cannot be removed: it
-#: stays installed and records only into the list set here).
-_RECORDING: list[list[str]] = []
 
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if _RECORDING and event == "open" and args and isinstance(args[0], str | Path):
-        path = str(args[0])
-        if "/sessions/" in path and path.endswith(".jsonl"):
-            _RECORDING[0].append(path)
-
-
-sys.addaudithook(_audit)
-
-
-@contextlib.contextmanager
-def opens() -> Iterator[list[str]]:
+def opens() -> contextlib.AbstractContextManager[list[str]]:
     """The session logs this process opens inside the block."""
-    opened: list[str] = []
-    _RECORDING.append(opened)
-    try:
-        yield opened
-    finally:
-        _RECORDING.clear()
+    return opened_files(lambda path: "/sessions/" in path and path.endswith(".jsonl"))
 
 
 def _session(home: Path, tick: Ticker, sid: str, *said: tuple[str, str]) -> Session:
