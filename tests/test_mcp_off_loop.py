@@ -15,14 +15,11 @@ import anyio.to_thread
 import pytest
 from mcp import ClientSession
 
-from conftest import clean
-from mcp_helpers import NOW, call, create_token, http_server, http_session, stdio_session
-from test_vectors_fronts import _imported
-from test_vectors_on import APPLE, OTHERS
+from mcp_helpers import call, create_token, http_server, http_session, stdio_session
+from test_vectors_fronts import _imported, world_page
+from test_vectors_on import OTHERS
 from tether.faults import PAUSE_DIR_ENV, PAUSE_ENV, PAUSE_S_ENV
-from tether.memory.pages import write_page
 from tether.memory.readiness import PAUSE_RECALL_EMBED
-from tether.stores.sqlite import SqliteStore
 from tether.testing.pause import release, wait_reached
 from vector_helpers import NEEDS_VECTORS
 
@@ -52,20 +49,7 @@ def _home(home: Path) -> None:
     """A few imported rows without vectors (the recall embeds them first) and a world
     page the remote lane may find."""
     _imported(home, OTHERS)
-    store = SqliteStore(home / "tether.db")
-    write_page(
-        store,
-        "tv",
-        clean(APPLE),
-        title=None,
-        tags=(),
-        visibility="world",
-        untrusted=False,
-        who="owner",
-        session=None,
-        time=NOW,
-    )
-    store.close()
+    world_page(home)
 
 
 async def _held_recall(first: ClientSession, pauses: Path, meanwhile: Any) -> dict[str, Any]:

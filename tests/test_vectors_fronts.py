@@ -54,6 +54,24 @@ def _imported(home: Path, texts: list[str]) -> None:
     import_jsonl(home, src, now=NOW, store=lambda: closing(SqliteStore(home / "tether.db")))
 
 
+def world_page(home: Path) -> None:
+    """The world-visible page ``tv`` (the Apple TV+ note): what a remote MCP client may find."""
+    store = SqliteStore(home / "tether.db")
+    write_page(
+        store,
+        "tv",
+        clean(APPLE),
+        title=None,
+        tags=(),
+        visibility="world",
+        untrusted=False,
+        who="owner",
+        session=None,
+        time=NOW,
+    )
+    store.close()
+
+
 async def _recall(session: Any, query: str) -> dict[str, Any]:
     error, text = await call(session, "recall", query=query, k=3)
     assert not error, text
@@ -96,20 +114,7 @@ async def test_a_remote_mcp_client_is_told_recall_is_lexical_without_counts(
     home: Path,
 ) -> None:
     _imported(home, MANY)
-    store = SqliteStore(home / "tether.db")
-    write_page(
-        store,
-        "tv",
-        clean(APPLE),
-        title=None,
-        tags=(),
-        visibility="world",
-        untrusted=False,
-        who="owner",
-        session=None,
-        time=NOW,
-    )
-    store.close()
+    world_page(home)
     token, _ = create_token(home)
     with http_server(home) as url:
         async with http_session(url, token) as s:
