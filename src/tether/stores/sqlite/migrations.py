@@ -278,14 +278,10 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
-def _segment_existing(conn: sqlite3.Connection) -> None:
-    """Give every row with CJK text its ``seg``, and re-index those rows."""
-    found = [
-        (doc_id, seg)
-        for doc_id, text in conn.execute("SELECT id, text FROM doc")
-        if (seg := cjk.segment(text)) is not None
-    ]
-    for doc_id, seg in found:
+def _set_segs(conn: sqlite3.Connection, segs: Sequence[tuple[int, str | None]]) -> None:
+    """Each row's new ``seg``, its text index entry taken out under the old one and put
+    back under the new (an FTS5 external-content index must be told what it held)."""
+    for doc_id, seg in segs:
         body, aside = conn.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
         conn.execute(
             "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
@@ -298,6 +294,16 @@ def _segment_existing(conn: sqlite3.Connection) -> None:
         )
 
 
+def _segment_existing(conn: sqlite3.Connection) -> None:
+    """Give every row with CJK text its ``seg``, and re-index those rows."""
+    found = [
+        (doc_id, seg)
+        for doc_id, text in conn.execute("SELECT id, text FROM doc")
+        if (seg := cjk.segment(text)) is not None
+    ]
+    _set_segs(conn, found)
+
+
 def _resegment(conn: sqlite3.Connection) -> None:
     """Give every row whose ``seg`` is not what ``symbols.seg`` makes of its text now its
     new one, and re-index those rows (the others are left as they are)."""
@@ -306,17 +312,7 @@ def _resegment(conn: sqlite3.Connection) -> None:
         for doc_id, text, old in conn.execute("SELECT id, text, seg FROM doc")
         if (new := symbols.seg(text)) != old
     ]
-    for doc_id, new in changed:
-        body, aside = conn.execute("SELECT body, aside FROM doc WHERE id = ?", (doc_id,)).fetchone()
-        conn.execute(
-            "INSERT INTO doc_fts (doc_fts, rowid, body, aside) VALUES ('delete', ?, ?, ?)",
-            (doc_id, body, aside),
-        )
-        conn.execute("UPDATE doc SET seg = ? WHERE id = ?", (new, doc_id))
-        conn.execute(
-            "INSERT INTO doc_fts (rowid, body, aside) SELECT id, body, aside FROM doc WHERE id = ?",
-            (doc_id,),
-        )
+    _set_segs(conn, changed)
 
 
 #: The full-text index as migration 2 made it: what ``reset_index`` makes again when the
