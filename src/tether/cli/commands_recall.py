@@ -40,13 +40,14 @@ from tether.cli.context import (
 )
 from tether.cli.indexing import warn_unindexed
 from tether.cli.progress import terminal_meter
-from tether.errors import BadInputError, TetherError
+from tether.errors import BadInputError
 
 # Each command imports what it alone needs when it runs (see main.py's lazy tables).
 if TYPE_CHECKING:
     from tether.memory.recall import SessionHit
     from tether.memory.vectors import Vectors
     from tether.ports import Store, SweepStore
+    from tether.recall.home import CatchUp
     from tether.records import Hit
 
 TEXT_CHARS = 120
@@ -165,7 +166,7 @@ def recall_cmd(
         with terminal_meter() as meter:  # a few rows embedded first, or a warning
             prepared = prepare(home, store, vectors, slot=ctx.config().slots.main, progress=meter)
         caught = prepared.caught
-        _warn_caught(caught.banked_error, caught.index_error, prepared.ready.notice)
+        _warn_caught(caught, prepared.ready.notice)
         if by_session:
             sessions = recall_sessions(store, query, k, time=now, vectors=vectors)
         else:
@@ -200,23 +201,11 @@ def recall_cmd(
         click.echo(f"{line}  {link}" if link else line)
 
 
-def _warn_caught(
-    banked: TetherError | None, index: TetherError | None, lexical: str | None
-) -> None:
+def _warn_caught(caught: CatchUp, lexical: str | None) -> None:
     """What the catch-up before recall could not do, one stderr line each: recall answers
     from what is indexed; and why it searches by words only (vectors on)."""
-    if banked is not None:
-        click.echo(
-            "tether: warning: banked windows could not be put in their sessions, recall "
-            f"answers from what is indexed: {shown(str(banked))}",
-            err=True,
-        )
-    if index is not None:
-        click.echo(
-            f"tether: warning: the index could not catch up, recall answers from what is "
-            f"indexed: {shown(str(index))}",
-            err=True,
-        )
+    for what, error in caught.failures():
+        click.echo(f"tether: warning: {what}: {shown(str(error))}", err=True)
     if lexical is not None:
         click.echo(f"tether: warning: {shown(lexical)}", err=True)
 

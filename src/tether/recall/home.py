@@ -53,6 +53,19 @@ class CatchUp:
     banked_error: TetherError | None = None
     index_error: TetherError | None = None
 
+    def failures(self) -> list[tuple[str, TetherError]]:
+        """Each step that failed as the CLI and the page both say it: what could not be
+        done (recall answers from what is indexed) and its error, for each to render."""
+        said = (
+            (
+                self.banked_error,
+                "banked windows could not be put in their sessions, recall answers from "
+                "what is indexed",
+            ),
+            (self.index_error, "the index could not catch up, recall answers from what is indexed"),
+        )
+        return [(what, error) for error, what in said if error is not None]
+
 
 @dataclass(frozen=True)
 class Found:

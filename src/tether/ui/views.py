@@ -118,16 +118,7 @@ def recall(services: UiServices, request: Request) -> View:
             prepared = prepare(services.home, store, vectors, slot=services.config.slots.main)
             caught = prepared.caught
             errors = [(sid, shown(p)) for sid, p in caught.index.errors]
-            if caught.banked_error is not None:
-                failed.append(
-                    "banked windows could not be put in their sessions, recall answers "
-                    f"from what is indexed: {shown(str(caught.banked_error))}"
-                )
-            if caught.index_error is not None:
-                failed.append(
-                    "the index could not catch up, recall answers from what is indexed: "
-                    f"{shown(str(caught.index_error))}"
-                )
+            failed += [f"{what}: {shown(str(error))}" for what, error in caught.failures()]
             fused, note = prepared.ready.fused, prepared.ready.notice
             with sweep_of(services) as sweep:
                 found = find(
