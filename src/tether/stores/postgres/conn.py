@@ -152,6 +152,12 @@ class PgPool:
         #: Transactions of the stores on this pool run again because their connection was
         #: lost before they committed (``PgStore.run``): a worker reports them.
         self.reruns = 0
+        self._reruns_lock = threading.Lock()  # the stores on the pool run in many threads
+
+    def rerun(self) -> None:
+        """Count one transaction run again after its connection was lost."""
+        with self._reruns_lock:
+            self.reruns += 1
 
     def owner_schemas(self) -> list[str]:
         """The owners with a schema in the database, sorted."""
@@ -195,15 +201,12 @@ class PgStore:
         self.schema = schema_of(owner)
         self._closed = False
         self._lock = threading.Lock()
-        self._shared = pool is not None
-        self._shared_pool = pool
-        #: Transactions run again because the connection was lost before COMMIT.
-        self.reruns = 0
+        self._shared_pool = pool  # None: a pool of its own
         ident = sql.Identifier(self.schema)
         #: What opens each transaction: on a shared pool, the owner's path with it.
         self._begin = {
             write: sql.SQL("{}; SET LOCAL search_path TO {}").format(sql.SQL(b), ident)
-            if self._shared
+            if self._shared_pool is not None
             else sql.SQL(b)
             for write, b in ((True, "BEGIN"), (False, _READ_ONLY))
         }
@@ -282,7 +285,8 @@ class PgStore:
                     raise StoreConnectionLostError(
                         self.where, f"{doing}: the connection was lost (nothing was saved)"
                     ) from None
-                self._count_rerun()
+                if self._shared_pool is not None:
+                    self._shared_pool.rerun()
             except _CommitLost:
                 raise StoreConnectionLostError(
                     self.where,
@@ -292,12 +296,6 @@ class PgStore:
             except psycopg.Error as exc:
                 raise self._error(doing, exc) from None
         raise AssertionError("unreachable")
-
-    def _count_rerun(self) -> None:
-        with self._lock:
-            self.reruns += 1
-            if self._shared_pool is not None:
-                self._shared_pool.reruns += 1
 
     def _once(
         self,
@@ -392,7 +390,7 @@ class PgStore:
         """Close the store (its own pool; a shared one stays open for the others)."""
         if not self._closed:
             self._closed = True
-            if not self._shared:
+            if self._shared_pool is None:
                 self.pool.close()
 
     def __enter__(self) -> Any:
